@@ -1,0 +1,36 @@
+// microattn — build-time configuration visible to users.
+//
+// Every figure here is a function of the target alone (never of compiler flags that differ between the
+// library and the code that uses it), so a constexpr computed in user code, such as a workspace size, always
+// matches the library it links against. Override a figure with -D on both (the Meson dependency forwards
+// the project's options).
+#pragma once
+
+#include <cstddef>
+
+// Cortex-M (ARMv6-M/7-M/8-M/8.1-M): small tiles, no packing buffers.
+#if defined(__ARM_ARCH_PROFILE) && (__ARM_ARCH_PROFILE == 'M')
+#define MICROATTN_TARGET_MCU 1
+#else
+#define MICROATTN_TARGET_MCU 0
+#endif
+
+// matmul blocking on SIMD builds: b is packed MATMUL_BLOCK_K × MATMUL_BLOCK_N floats at a time, in a stack
+// buffer (4·K·N bytes: 128 KiB by default). K·NR floats of b (32 KiB for AVX-512's 32-wide tiles) stream
+// through L1 per micro-kernel call, K·N sit in L2. The scalar build packs nothing.
+#ifndef MICROATTN_MATMUL_BLOCK_K
+#define MICROATTN_MATMUL_BLOCK_K 256
+#endif
+#ifndef MICROATTN_MATMUL_BLOCK_N
+#define MICROATTN_MATMUL_BLOCK_N 128
+#endif
+
+namespace microattn {
+
+constexpr bool target_is_mcu = MICROATTN_TARGET_MCU != 0;
+constexpr std::size_t matmul_block_k = MICROATTN_MATMUL_BLOCK_K;
+constexpr std::size_t matmul_block_n = MICROATTN_MATMUL_BLOCK_N;
+// Upper bound of matmul's stack use on SIMD builds (the packed block plus a few hundred bytes of frame).
+constexpr std::size_t matmul_stack_bytes = matmul_block_k * matmul_block_n * sizeof(float) + 1024;
+
+}  // namespace microattn

@@ -1,0 +1,14 @@
+// microattn — allocation-free self-attention for microcontroller and edge firmware.
+//
+// The one header to include. Conventions shared by every entry point:
+//  - matrices are MatrixView<T> (row-major, stride in elements, no alignment required);
+//  - every entry point returns a Status, checks its arguments first, and writes nothing on error;
+//  - nothing allocates, throws or needs RTTI; scratch memory is the caller's, sized by constexpr functions.
+#pragma once
+
+#include "microattn/config.hpp"
+#include "microattn/matmul.hpp"
+#include "microattn/matrix_view.hpp"
+#include "microattn/softmax.hpp"
+#include "microattn/status.hpp"
+#include "microattn/version.hpp"

@@ -1,0 +1,41 @@
+// Argument checks shared by the entry points. Only entry points check (kernels assert, as CMSIS-NN).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "microattn/matrix_view.hpp"
+#include "microattn/status.hpp"
+
+namespace microattn {
+namespace detail {
+
+// A view's shape is usable: non-zero dims, stride >= cols, and its extent in bytes fits in a ptrdiff_t.
+template <class T>
+constexpr bool shape_ok(const MatrixView<T>& v) noexcept {
+  constexpr std::size_t max_elems = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
+  return v.rows != 0 && v.cols != 0 && v.stride >= v.cols && v.cols <= max_elems &&
+         v.rows - 1 <= (max_elems - v.cols) / v.stride;
+}
+
+// Elements spanned by a view: (rows − 1)·stride + cols. Only for views that passed shape_ok.
+template <class T>
+constexpr std::size_t extent(const MatrixView<T>& v) noexcept {
+  return (v.rows - 1) * v.stride + v.cols;
+}
+
+// Whether two memory ranges of floats share a byte.
+bool ranges_overlap(const void* a, std::size_t a_floats, const void* b, std::size_t b_floats) noexcept;
+
+// Whether two views (that passed shape_ok) share an element. Exact for equal strides (so heads interleaved
+// in one packed matrix are told apart), conservative (any overlap of their spans) otherwise.
+bool views_overlap(const void* a_data, std::size_t a_rows, std::size_t a_cols, std::size_t a_stride, const void* b_data,
+                   std::size_t b_rows, std::size_t b_cols, std::size_t b_stride) noexcept;
+
+template <class T, class U>
+bool views_overlap(const MatrixView<T>& a, const MatrixView<U>& b) noexcept {
+  return views_overlap(a.data, a.rows, a.cols, a.stride, b.data, b.rows, b.cols, b.stride);
+}
+
+}  // namespace detail
+}  // namespace microattn

@@ -1,0 +1,105 @@
+// Portable scalar kernels: the only path on Cortex-M (where xsimd has no architecture) and the one that
+// -Dsimd=scalar selects. No xsimd include here (xsimd.hpp does not even compile against newlib).
+// Nothing is packed: the stack stays at a few hundred bytes, which is what an MCU can spare.
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/exp_constants.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
+
+namespace microattn {
+namespace detail {
+namespace {
+
+// 4×4 register tile: 16 accumulators + 8 operands fit the 32 single-precision registers of a Cortex-M4F/M7.
+constexpr std::size_t gemm_mr = 4;
+constexpr std::size_t gemm_nr = 4;
+
+template <bool TransposeB>
+inline float b_at(const GemmArgs& g, std::size_t p, std::size_t j) noexcept {
+  return TransposeB ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j];
+}
+
+template <bool TransposeB>
+void gemm_tile_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
+  float acc[gemm_mr][gemm_nr] = {};
+  const float* a0 = g.a + i0 * g.lda;
+  for (std::size_t p = 0; p < g.k; ++p) {
+    float av[gemm_mr], bv[gemm_nr];
+    for (std::size_t r = 0; r < gemm_mr; ++r) av[r] = a0[r * g.lda + p];
+    for (std::size_t c = 0; c < gemm_nr; ++c) bv[c] = b_at<TransposeB>(g, p, j0 + c);
+    for (std::size_t r = 0; r < gemm_mr; ++r)
+      for (std::size_t c = 0; c < gemm_nr; ++c) acc[r][c] = fmadd(av[r], bv[c], acc[r][c]);
+  }
+  for (std::size_t r = 0; r < gemm_mr; ++r)
+    for (std::size_t c = 0; c < gemm_nr; ++c) g.c[(i0 + r) * g.ldc + j0 + c] = acc[r][c];
+}
+
+// Edge tiles (fewer than 4 rows or columns left): same summation order, one element at a time.
+template <bool TransposeB>
+void gemm_edge_scalar(const GemmArgs& g, std::size_t i0, std::size_t mr, std::size_t j0, std::size_t nr) noexcept {
+  for (std::size_t r = 0; r < mr; ++r) {
+    const float* ar = g.a + (i0 + r) * g.lda;
+    for (std::size_t c = 0; c < nr; ++c) {
+      float acc = 0.0f;
+      for (std::size_t p = 0; p < g.k; ++p) acc = fmadd(ar[p], b_at<TransposeB>(g, p, j0 + c), acc);
+      g.c[(i0 + r) * g.ldc + j0 + c] = acc;
+    }
+  }
+}
+
+template <bool TransposeB>
+void gemm_scalar_impl(const GemmArgs& g) noexcept {
+  for (std::size_t i0 = 0; i0 < g.m; i0 += gemm_mr) {
+    const std::size_t mr = g.m - i0 < gemm_mr ? g.m - i0 : gemm_mr;
+    for (std::size_t j0 = 0; j0 < g.n; j0 += gemm_nr) {
+      const std::size_t nr = g.n - j0 < gemm_nr ? g.n - j0 : gemm_nr;
+      if (mr == gemm_mr && nr == gemm_nr) {
+        gemm_tile_4x4_scalar<TransposeB>(g, i0, j0);
+      } else {
+        gemm_edge_scalar<TransposeB>(g, i0, mr, j0, nr);
+      }
+    }
+  }
+}
+
+void gemm_scalar(const GemmArgs& g) noexcept {
+  if (g.transpose_b) {
+    gemm_scalar_impl<true>(g);
+  } else {
+    gemm_scalar_impl<false>(g);
+  }
+}
+
+void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp_scalar(x[i]);
+}
+
+void softmax_row_scalar(float* x, std::size_t n) noexcept {
+  float m = x[0];
+  for (std::size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;  // a NaN is caught by the sum below
+  if (m == -INFINITY) {
+    // All −inf (or −inf and NaN): zeros, unless a NaN is there, which must still show.
+    bool has_nan = false;
+    for (std::size_t i = 0; i < n; ++i) has_nan = has_nan || x[i] != x[i];
+    for (std::size_t i = 0; i < n; ++i) x[i] = has_nan ? NAN : 0.0f;
+    return;
+  }
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = exp_scalar(x[i] - m);  // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (std::size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+constexpr Kernels scalar_table{"scalar", 1, "gemm_4x4_scalar", gemm_scalar, softmax_row_scalar, exp_scalar_n};
+
+}  // namespace
+
+const Kernels& scalar_kernels() noexcept { return scalar_table; }
+
+}  // namespace detail
+}  // namespace microattn

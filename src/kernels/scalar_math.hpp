@@ -1,0 +1,60 @@
+// Scalar float helpers shared by the scalar kernels and the scalar tails of the xsimd kernels.
+// No xsimd include: this header is part of the Cortex-M build.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/exp_constants.hpp"
+
+namespace microattn {
+namespace detail {
+
+// a·b + c, fused where the target has a hardware FMA (Cortex-M4F/M7, x86 FMA3, NEON-VFPv4), plain otherwise:
+// a software fmaf would cost far more than the rounding it saves.
+inline float fmadd(float a, float b, float c) noexcept {
+#if defined(__FP_FAST_FMAF)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+inline std::uint32_t float_bits(float f) noexcept {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+inline float bits_float(std::uint32_t u) noexcept {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// e^x, the same algorithm (exp_constants.hpp) as the vector kernels, one float at a time.
+inline float exp_scalar(float x) noexcept {
+  using namespace exp_constants;
+  x = x < x_min ? x_min : x;  // written so that a NaN passes through both clamps
+  x = x > x_max ? x_max : x;
+  const float t = fmadd(x, log2e, round_magic);
+  const float n = t - round_magic;
+  float r = fmadd(n, -ln2_hi, x);
+  r = fmadd(n, -ln2_lo, r);
+  float p = fmadd(c6, r, c5);
+  p = fmadd(p, r, c4);
+  p = fmadd(p, r, c3);
+  p = fmadd(p, r, c2);
+  p = fmadd(p, r, c1);
+  p = fmadd(p, r, c0);
+  const std::int32_t ni = static_cast<std::int32_t>(float_bits(t) - float_bits(round_magic));
+  const std::int32_t e1 = ni >> 1;  // n in [−150, 128]: both halves keep 2^e normal (arithmetic shift)
+  const std::int32_t e2 = ni - e1;
+  const float s1 = bits_float(static_cast<std::uint32_t>(e1 + 127) << 23);
+  const float s2 = bits_float(static_cast<std::uint32_t>(e2 + 127) << 23);
+  return (p * s1) * s2;
+}
+
+}  // namespace detail
+}  // namespace microattn

@@ -1,0 +1,224 @@
+// xsimd kernels, compiled for the one architecture the build targets (xsimd::default_arch: the best the
+// compiler flags enable). Tile shapes are chosen per architecture from its register count and width.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 flags the deliberately undefined pass-through operand of _mm512_undefined_ps() inside AVX-512
+// intrinsics (max, min, …) as "may be used uninitialized" once inlined here: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <xsimd/xsimd.hpp>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/exp_constants.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
+#include "microattn/config.hpp"
+
+namespace microattn {
+namespace detail {
+namespace {
+
+using arch = xsimd::default_arch;
+using vfloat = xsimd::batch<float, arch>;
+using vint = xsimd::batch<std::int32_t, arch>;
+constexpr std::size_t lanes = vfloat::size;
+
+// --- exp -------------------------------------------------------------------------------------------------
+
+// e^x per lane; algorithm and constants in exp_constants.hpp, identical to exp_scalar().
+inline vfloat exp_vec(vfloat x) noexcept {
+  using namespace exp_constants;
+  // On x86, max/min return their SECOND operand when either is NaN, and NEON's propagate NaN: a NaN x
+  // passes both clamps and comes out as NaN (tested).
+  x = xsimd::max(vfloat(x_min), x);
+  x = xsimd::min(vfloat(x_max), x);
+  const vfloat t = xsimd::fma(x, vfloat(log2e), vfloat(round_magic));
+  const vfloat n = t - vfloat(round_magic);
+  vfloat r = xsimd::fma(n, vfloat(-ln2_hi), x);
+  r = xsimd::fma(n, vfloat(-ln2_lo), r);
+  vfloat p = xsimd::fma(vfloat(c6), r, vfloat(c5));
+  p = xsimd::fma(p, r, vfloat(c4));
+  p = xsimd::fma(p, r, vfloat(c3));
+  p = xsimd::fma(p, r, vfloat(c2));
+  p = xsimd::fma(p, r, vfloat(c1));
+  p = xsimd::fma(p, r, vfloat(c0));
+  const vint ni = xsimd::bitwise_cast<vint>(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)));
+  const vint e1 = ni >> 1;
+  const vint e2 = ni - e1;
+  const vfloat s1 = xsimd::bitwise_cast<vfloat>((e1 + vint(127)) << 23);
+  const vfloat s2 = xsimd::bitwise_cast<vfloat>((e2 + vint(127)) << 23);
+  return (p * s1) * s2;
+}
+
+void exp_simd(const float* x, float* y, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) exp_vec(vfloat::load_unaligned(x + i)).store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) float tail[lanes] = {};
+    for (std::size_t j = i; j < n; ++j) tail[j - i] = x[j];
+    exp_vec(vfloat::load_aligned(tail)).store_aligned(tail);
+    for (std::size_t j = i; j < n; ++j) y[j] = tail[j - i];
+  }
+}
+
+// --- softmax ---------------------------------------------------------------------------------------------
+
+inline float horizontal_max(vfloat v) noexcept {  // xsimd 8.1 has no reduce_max
+  alignas(64) float l[lanes];
+  v.store_aligned(l);
+  float m = l[0];
+  for (std::size_t i = 1; i < lanes; ++i) m = l[i] > m ? l[i] : m;
+  return m;
+}
+
+void softmax_row_simd(float* x, std::size_t n) noexcept {
+  // The tail (n % lanes) goes through a padded copy so every element sees the same vector exp.
+  const std::size_t body = n - n % lanes;
+  const std::size_t tail = n - body;
+  alignas(64) float pad[lanes];
+  for (std::size_t j = 0; j < lanes; ++j) pad[j] = j < tail ? x[body + j] : -INFINITY;
+
+  vfloat vmax = vfloat::load_aligned(pad);
+  for (std::size_t i = 0; i < body; i += lanes) vmax = xsimd::max(vmax, vfloat::load_unaligned(x + i));
+  const float m = horizontal_max(vmax);
+  if (m == -INFINITY) {  // all −inf, possibly with NaNs that max dropped: zeros, or NaN if a NaN is there
+    bool has_nan = false;
+    for (std::size_t i = 0; i < n; ++i) has_nan = has_nan || x[i] != x[i];
+    for (std::size_t i = 0; i < n; ++i) x[i] = has_nan ? NAN : 0.0f;
+    return;
+  }
+  // A NaN (or +inf, where inf − inf is NaN) anywhere makes its exp NaN, hence the sum, hence the whole row.
+  const vfloat vm(m);
+  vfloat vsum(0.0f);
+  for (std::size_t i = 0; i < body; i += lanes) {
+    const vfloat e = exp_vec(vfloat::load_unaligned(x + i) - vm);
+    e.store_unaligned(x + i);
+    vsum += e;
+  }
+  const vfloat etail = exp_vec(vfloat::load_aligned(pad) - vm);  // padding: exp(−inf) = 0
+  vsum += etail;
+  const vfloat inv(1.0f / xsimd::hadd(vsum));
+  for (std::size_t i = 0; i < body; i += lanes) (vfloat::load_unaligned(x + i) * inv).store_unaligned(x + i);
+  (etail * inv).store_aligned(pad);
+  for (std::size_t j = 0; j < tail; ++j) x[body + j] = pad[j];
+}
+
+// --- gemm ------------------------------------------------------------------------------------------------
+// GotoBLAS/BLIS loop nest without packing A (as XNNPACK): rows of a are broadcast straight from memory (the
+// broadcast folds into the FMA's memory operand), b is packed kc × NR panel by panel into a stack buffer, so
+// the micro-kernel reads b contiguously whatever its stride or transposition. Loop order: jc (nc columns of
+// b, the packed block stays in L2) → pc (kc of the inner dimension) → ic (MR rows of a: MR·kc floats stay in
+// L1 across the jr loop) → jr (one NR-wide panel, streamed from L2).
+
+#if XSIMD_WITH_AVX512F
+constexpr std::size_t gemm_mr = 8, gemm_nv = 2;  // 16 of 32 zmm accumulate, 8×32 tile
+#define MICROATTN_GEMM_NAME "gemm_8x32_avx512"
+#elif XSIMD_WITH_AVX
+constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16 ymm, 6×16
+#define MICROATTN_GEMM_NAME "gemm_6x16_avx2"
+#elif XSIMD_WITH_NEON64
+constexpr std::size_t gemm_mr = 8, gemm_nv = 3;  // 24 of 32 q registers, 8×12
+#define MICROATTN_GEMM_NAME "gemm_8x12_neon64"
+#else  // sse2, neon: 16 registers of 4 floats
+constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16, 6×8
+#define MICROATTN_GEMM_NAME "gemm_6x8_sse2_neon"
+#endif
+constexpr std::size_t gemm_nr = gemm_nv * lanes;
+constexpr std::size_t gemm_kc = matmul_block_k;
+constexpr std::size_t gemm_nc = matmul_block_n - matmul_block_n % gemm_nr;
+static_assert(gemm_nc >= gemm_nr, "matmul_block_n must hold at least one register tile");
+
+// c[0..MR)[0..nr) (=|+=) a[0..MR)[0..kc) · bp, with bp a packed kc × NR panel.
+template <std::size_t MR>
+void gemm_tile(const float* a, std::size_t lda, const float* bp, std::size_t kc, float* c, std::size_t ldc,
+               std::size_t nr, bool accumulate) noexcept {
+  vfloat acc[MR][gemm_nv];
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = vfloat(0.0f);
+  for (std::size_t p = 0; p < kc; ++p) {
+    vfloat b[gemm_nv];
+    for (std::size_t v = 0; v < gemm_nv; ++v) b[v] = vfloat::load_aligned(bp + p * gemm_nr + v * lanes);
+    for (std::size_t r = 0; r < MR; ++r) {
+      const vfloat ar(a[r * lda + p]);
+      for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = xsimd::fma(ar, b[v], acc[r][v]);
+    }
+  }
+  if (nr == gemm_nr) {
+    for (std::size_t r = 0; r < MR; ++r)
+      for (std::size_t v = 0; v < gemm_nv; ++v) {
+        float* cp = c + r * ldc + v * lanes;
+        (accumulate ? acc[r][v] + vfloat::load_unaligned(cp) : acc[r][v]).store_unaligned(cp);
+      }
+    return;
+  }
+  alignas(64) float t[gemm_nr];  // ragged right edge: spill the row, copy the valid columns
+  for (std::size_t r = 0; r < MR; ++r) {
+    for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v].store_aligned(t + v * lanes);
+    float* cr = c + r * ldc;
+    for (std::size_t j = 0; j < nr; ++j) cr[j] = accumulate ? cr[j] + t[j] : t[j];
+  }
+}
+
+using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size_t, float*, std::size_t, std::size_t,
+                              bool) noexcept;
+
+template <std::size_t... I>
+constexpr auto make_tile_table(std::index_sequence<I...>) {
+  struct Table {
+    gemm_tile_fn fn[sizeof...(I)];
+  };
+  return Table{{&gemm_tile<I + 1>...}};
+}
+constexpr auto gemm_tiles = make_tile_table(std::make_index_sequence<gemm_mr>{});  // [rows − 1]
+
+// Packs columns [j0, j0 + nc) × inner [p0, p0 + kc) of b into NR-wide panels, zero-padded on the right.
+void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, float* bp) noexcept {
+  for (std::size_t jr = 0; jr < nc; jr += gemm_nr) {
+    const std::size_t nr = nc - jr < gemm_nr ? nc - jr : gemm_nr;
+    float* panel = bp + jr * kc;
+    if (g.transpose_b) {
+      // b is n × k: a column of the panel is a contiguous row of b.
+      for (std::size_t j = 0; j < nr; ++j) {
+        const float* src = g.b + (j0 + jr + j) * g.ldb + p0;
+        for (std::size_t p = 0; p < kc; ++p) panel[p * gemm_nr + j] = src[p];
+      }
+    } else {
+      for (std::size_t p = 0; p < kc; ++p) {
+        const float* src = g.b + (p0 + p) * g.ldb + j0 + jr;
+        for (std::size_t j = 0; j < nr; ++j) panel[p * gemm_nr + j] = src[j];
+      }
+    }
+    if (nr < gemm_nr)
+      for (std::size_t p = 0; p < kc; ++p)
+        for (std::size_t j = nr; j < gemm_nr; ++j) panel[p * gemm_nr + j] = 0.0f;
+  }
+}
+
+void gemm_simd(const GemmArgs& g) noexcept {
+  alignas(64) float bp[gemm_kc * gemm_nc];
+  for (std::size_t jc = 0; jc < g.n; jc += gemm_nc) {
+    const std::size_t nc = g.n - jc < gemm_nc ? g.n - jc : gemm_nc;
+    for (std::size_t pc = 0; pc < g.k; pc += gemm_kc) {
+      const std::size_t kc = g.k - pc < gemm_kc ? g.k - pc : gemm_kc;
+      pack_b(g, pc, kc, jc, nc, bp);
+      for (std::size_t ic = 0; ic < g.m; ic += gemm_mr) {
+        const std::size_t mr = g.m - ic < gemm_mr ? g.m - ic : gemm_mr;
+        const gemm_tile_fn tile = gemm_tiles.fn[mr - 1];
+        for (std::size_t jr = 0; jr < nc; jr += gemm_nr) {
+          const std::size_t nr = nc - jr < gemm_nr ? nc - jr : gemm_nr;
+          tile(g.a + ic * g.lda + pc, g.lda, bp + jr * kc, kc, g.c + ic * g.ldc + jc + jr, g.ldc, nr, pc > 0);
+        }
+      }
+    }
+  }
+}
+
+const Kernels simd_table{arch::name(), lanes, MICROATTN_GEMM_NAME, gemm_simd, softmax_row_simd, exp_simd};
+
+}  // namespace
+
+const Kernels* simd_kernels() noexcept { return &simd_table; }
+
+}  // namespace detail
+}  // namespace microattn

@@ -1,0 +1,180 @@
+// matmul: the tutorial's seed example, every kernel table against the double reference over shape sweeps
+// that cross every tile and vector edge (dav1d checkasm style), strides, misalignment, and the bad-input
+// contract of the entry point.
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+#include "check.hpp"
+#include "reference.hpp"
+#include "test_support.hpp"
+
+namespace ma = microattn;
+using namespace testing_support;
+
+namespace {
+
+// Sizes around every tile edge of every kernel table: vector widths 4/8/16, register tiles 4/6/8 rows and
+// 8/12/16/32 columns, blocks of 128 columns and 256 of the inner dimension.
+const std::vector<std::size_t> edge_sizes = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 127, 200};
+
+// Runs one product through `kernels` (or the public entry point when kernels is null) and checks it.
+void check_product(const ma::detail::Kernels* kernels, std::size_t m, std::size_t n, std::size_t k, bool transpose_b,
+                   std::size_t pad, bool misalign, std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << (kernels ? kernels->name : "matmul()") << " m=" << m << " n=" << n << " k=" << k
+                                    << " transpose_b=" << transpose_b << " pad=" << pad << " misalign=" << misalign);
+  Uniform u(seed);
+  Guarded a(m, k, k + pad, misalign);
+  Guarded b(transpose_b ? n : k, transpose_b ? k : n, (transpose_b ? k : n) + pad, !misalign);
+  Guarded c(m, n, n + 2 * pad, misalign);
+  a.fill(u);
+  b.fill(u);
+  c.fill_value(12345.0f);  // stale output must be overwritten, not accumulated into
+  if (kernels != nullptr) {
+    const ma::detail::GemmArgs g{a.data(), a.stride(), b.data(), b.stride(), transpose_b,
+                                 c.data(), c.stride(), m,        n,          k};
+    kernels->gemm(g);
+  } else {
+    ASSERT_EQ(ma::matmul(a.cview(), b.cview(), c.view(), transpose_b), ma::Status::ok);
+  }
+  std::vector<double> want, scale;
+  ref::matmul(a.data(), a.stride(), b.data(), b.stride(), transpose_b, m, n, k, want, scale);
+  EXPECT_TRUE(matrix_near(c, want, scale, dot_tolerance(k)));
+  EXPECT_TRUE(c.canaries_intact());
+}
+
+class MatmulKernel : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
+
+TEST_P(MatmulKernel, SweepRowsColsAcrossTileEdges) {
+  std::uint32_t seed = 1;
+  for (bool tb : {false, true})
+    for (std::size_t m : edge_sizes)
+      for (std::size_t n : edge_sizes)
+        for (std::size_t k : {1, 3, 17, 64}) check_product(GetParam(), m, n, k, tb, (m + n) % 3, (m ^ n) & 1, seed++);
+}
+
+TEST_P(MatmulKernel, SweepInnerDimensionAcrossBlockEdges) {
+  std::uint32_t seed = 100;
+  for (bool tb : {false, true})
+    for (std::size_t k : {2, 7, 8, 9, 15, 16, 31, 33, 65, 127, 255, 256, 257, 300, 511, 513, 600})
+      for (std::size_t mn : {1, 9, 33, 65}) check_product(GetParam(), mn, 75 - mn, k, tb, k % 2, k & 1, seed++);
+}
+
+TEST_P(MatmulKernel, SweepColumnsAcrossPackedBlockEdges) {
+  std::uint32_t seed = 200;
+  for (bool tb : {false, true})
+    for (std::size_t n : {127, 128, 129, 255, 256, 257, 300, 385})
+      for (std::size_t m : {5, 17}) check_product(GetParam(), m, n, 260, tb, 1, n & 1, seed++);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, MatmulKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
+
+TEST(Matmul, SeedExampleFromTheTutorial) {
+  // X = [[0.1, 0.5], [0.3, 0.4], [0.8, 0.0]]; X·Xᵀ from the tutorial's worked example.
+  const float x[] = {0.1f, 0.5f, 0.3f, 0.4f, 0.8f, 0.0f};
+  const double tutorial[] = {0.26, 0.23, 0.08, 0.23, 0.25, 0.24, 0.08, 0.24, 0.64};
+  Guarded s(3, 3);
+  const ma::MatrixView<const float> xv{x, 3, 2, 2};
+  ASSERT_EQ(ma::matmul(xv, xv, s.view(), /*transpose_b=*/true), ma::Status::ok);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j)  // the decimals are exact to 2 places; floats of 0.1 etc. are not
+      EXPECT_NEAR(s.at(i, j), tutorial[i * 3 + j], 1e-6) << "(" << i << "," << j << ")";
+  EXPECT_TRUE(s.canaries_intact());
+  // The same through the non-transposed path: Xᵀ stored explicitly.
+  const float xt[] = {0.1f, 0.3f, 0.8f, 0.5f, 0.4f, 0.0f};
+  Guarded s2(3, 3);
+  ASSERT_EQ(ma::matmul(xv, ma::MatrixView<const float>{xt, 2, 3, 3}, s2.view()), ma::Status::ok);
+  for (std::size_t i = 0; i < 9; ++i) EXPECT_EQ(s2.at(i / 3, i % 3), s.at(i / 3, i % 3));
+}
+
+TEST(Matmul, EntryPointStridedMisalignedAndTransposed) {
+  std::uint32_t seed = 300;
+  for (bool tb : {false, true})
+    for (std::size_t m : {1, 16, 33})
+      for (std::size_t n : {1, 17, 64})
+        for (std::size_t k : {1, 9, 64}) check_product(nullptr, m, n, k, tb, 5, (m + n + k) & 1, seed++);
+}
+
+TEST(Matmul, ReportsTheKernelInUse) {
+  const std::string name = ma::matmul_kernel_name();
+  EXPECT_NE(name.find("gemm_"), std::string::npos);
+  EXPECT_NE(name.find('x'), std::string::npos);
+  EXPECT_STREQ(ma::simd_arch(), ma::detail::selected_kernels().name);
+}
+
+// ---- bad input: a non-ok Status and not one byte written ------------------------------------------------
+
+struct BadCall {
+  const char* what;
+  ma::Status expected;
+};
+
+TEST(Matmul, BadArgumentsWriteNothing) {
+  Guarded a(4, 3), b(3, 5), c(4, 5);
+  Uniform u(7);
+  a.fill(u);
+  b.fill(u);
+  c.fill(u);
+  const auto before = c.snapshot();
+  auto A = a.cview();
+  auto B = b.cview();
+  auto C = c.view();
+  auto expect_error = [&](ma::MatrixView<const float> x, ma::MatrixView<const float> y, ma::MatrixView<float> z,
+                          bool tb, ma::Status want, const char* what) {
+    EXPECT_EQ(ma::matmul(x, y, z, tb), want) << what;
+    EXPECT_EQ(c.snapshot(), before) << what << ": output written on error";
+  };
+  expect_error({nullptr, 4, 3, 3}, B, C, false, ma::Status::null_pointer, "a null");
+  expect_error(A, {nullptr, 3, 5, 5}, C, false, ma::Status::null_pointer, "b null");
+  expect_error(A, B, {nullptr, 4, 5, 5}, false, ma::Status::null_pointer, "c null");
+  expect_error({a.data(), 0, 3, 3}, B, C, false, ma::Status::invalid_shape, "m = 0");
+  expect_error({a.data(), 4, 0, 3}, {b.data(), 0, 5, 5}, C, false, ma::Status::invalid_shape, "k = 0");
+  expect_error(A, {b.data(), 3, 0, 5}, {c.data(), 4, 0, 5}, false, ma::Status::invalid_shape, "n = 0");
+  expect_error({a.data(), 4, 3, 2}, B, C, false, ma::Status::invalid_shape, "a stride < cols");
+  expect_error(A, {b.data(), 3, 5, 4}, C, false, ma::Status::invalid_shape, "b stride < cols");
+  expect_error(A, B, {c.data(), 4, 5, 4}, false, ma::Status::invalid_shape, "c stride < cols");
+  expect_error(A, {b.data(), 2, 5, 5}, C, false, ma::Status::invalid_shape, "inner dimension mismatch");
+  expect_error(A, B, {c.data(), 3, 5, 5}, false, ma::Status::invalid_shape, "c rows mismatch");
+  expect_error(A, B, {c.data(), 4, 4, 5}, false, ma::Status::invalid_shape, "c cols mismatch");
+  expect_error(A, B, C, true, ma::Status::invalid_shape, "transpose_b with b not n×k");
+  expect_error(A, B, {c.data(), SIZE_MAX / 2, 5, 5}, false, ma::Status::invalid_shape, "extent overflows");
+}
+
+TEST(Matmul, OutputOverlappingAnInputIsRejected) {
+  Guarded buf(8, 8);
+  Uniform u(9);
+  buf.fill(u);
+  const auto before = buf.snapshot();
+  float* d = buf.data();
+  // c is a itself (in-place product is not supported)
+  EXPECT_EQ(ma::matmul({d, 4, 4, 8}, {d + 4 * 8, 4, 4, 8}, {d, 4, 4, 8}), ma::Status::aliasing);
+  // c shares one element with b
+  EXPECT_EQ(ma::matmul({d, 2, 2, 8}, {d + 2 * 8, 2, 2, 8}, {d + 3 * 8 + 1, 2, 2, 8}), ma::Status::aliasing);
+  EXPECT_EQ(buf.snapshot(), before);
+  // Columns interleaved in one packed matrix (heads side by side) do not overlap: allowed.
+  EXPECT_EQ(ma::matmul({d, 4, 2, 8}, {d + 2, 2, 2, 8}, {d + 4, 4, 2, 8}), ma::Status::ok);
+}
+
+TEST(ViewsOverlap, ExactForEqualStridesConservativeOtherwise) {
+  alignas(16) float m[64] = {};
+  using ma::detail::views_overlap;
+  auto V = [&](std::size_t off, std::size_t r, std::size_t c, std::size_t s) {
+    return ma::MatrixView<const float>{m + off, r, c, s};
+  };
+  EXPECT_TRUE(views_overlap(V(0, 2, 2, 8), V(0, 2, 2, 8)));
+  EXPECT_FALSE(views_overlap(V(0, 4, 2, 8), V(2, 4, 2, 8)));   // side-by-side columns
+  EXPECT_TRUE(views_overlap(V(0, 4, 3, 8), V(2, 4, 2, 8)));    // column 2 shared
+  EXPECT_FALSE(views_overlap(V(0, 2, 8, 8), V(16, 2, 8, 8)));  // consecutive rows
+  EXPECT_TRUE(views_overlap(V(0, 3, 8, 8), V(16, 2, 8, 8)));
+  EXPECT_TRUE(views_overlap(V(6, 2, 4, 8), V(8, 2, 2, 8)));  // b starts in a's row wrap-around
+  EXPECT_FALSE(views_overlap(V(6, 1, 2, 8), V(9, 1, 2, 8)));
+  EXPECT_TRUE(views_overlap(V(0, 2, 3, 8), V(7, 2, 2, 8)));   // b's second column is a's next row start
+  EXPECT_FALSE(views_overlap(V(0, 1, 3, 8), V(7, 1, 2, 8)));  // a has one row only
+  EXPECT_FALSE(views_overlap(V(0, 2, 3, 8), V(3, 2, 4, 8)));  // spans overlap, elements interleave
+  EXPECT_TRUE(views_overlap(V(0, 2, 3, 8), V(3, 2, 6, 8)));   // b's row 0 reaches a's row 1
+  EXPECT_TRUE(views_overlap(V(0, 4, 2, 8), V(2, 2, 2, 4)));   // different strides: span overlap counts
+  EXPECT_FALSE(views_overlap(V(0, 1, 4, 4), V(4, 1, 4, 4)));
+}
+
+}  // namespace
