@@ -48,3 +48,121 @@ void softmax_row(const float* x, std::size_t n, std::vector<double>& y) {
 double exp(float x) { return static_cast<double>(std::exp(static_cast<long double>(x))); }
 
 }  // namespace ref
+
+namespace ref {
+
+void attention(const AttentionCase& c, std::vector<double>& out, std::vector<double>& weighted_abs,
+               std::vector<double>& score_abs) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double scale = c.scale != 0.0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.d_k));
+  out.assign(c.n_q * c.d_v, 0.0);
+  weighted_abs.assign(c.n_q * c.d_v, 0.0);
+  score_abs.assign(c.n_q, 0.0);
+  std::vector<long double> s(c.n_kv);
+  std::vector<bool> visible(c.n_kv);
+  for (std::size_t i = 0; i < c.n_q; ++i) {
+    bool bad = false, any = false;
+    long double mx = -std::numeric_limits<long double>::infinity();
+    for (std::size_t j = 0; j < c.n_kv; ++j) {
+      visible[j] = !c.causal || static_cast<long long>(j) - static_cast<long long>(i) <= c.causal_offset;
+      if (!visible[j]) continue;
+      long double dot = 0.0L;
+      double dot_abs = 0.0;
+      for (std::size_t p = 0; p < c.d_k; ++p) {
+        dot += static_cast<long double>(c.q[i * c.ldq + p]) * c.k[j * c.ldk + p];
+        dot_abs += std::fabs(static_cast<double>(c.q[i * c.ldq + p]) * c.k[j * c.ldk + p]);
+      }
+      const double mval = c.mask ? c.mask[i * c.ldm + j] : 0.0;
+      s[j] = dot * scale + mval;
+      if (std::isnan(static_cast<double>(s[j])) || s[j] == std::numeric_limits<long double>::infinity()) bad = true;
+      if (std::isfinite(static_cast<double>(s[j])))
+        score_abs[i] = std::fmax(score_abs[i], dot_abs * scale + std::fabs(mval));
+      if (s[j] > mx) mx = s[j];
+      any = true;
+    }
+    if (bad) {
+      for (std::size_t cc = 0; cc < c.d_v; ++cc) out[i * c.d_v + cc] = nan;
+      continue;
+    }
+    if (!any || std::isinf(static_cast<double>(mx))) continue;  // nothing visible: zeros
+    long double sum = 0.0L;
+    for (std::size_t j = 0; j < c.n_kv; ++j) {
+      s[j] = visible[j] && !std::isinf(static_cast<double>(s[j])) ? std::exp(s[j] - mx) : 0.0L;
+      sum += s[j];
+    }
+    for (std::size_t cc = 0; cc < c.d_v; ++cc) {
+      long double acc = 0.0L;
+      double wabs = 0.0;
+      for (std::size_t j = 0; j < c.n_kv; ++j) {
+        if (s[j] == 0.0L) continue;
+        const long double pj = s[j] / sum;
+        acc += pj * c.v[j * c.ldv + cc];
+        wabs += static_cast<double>(pj) * std::fabs(static_cast<double>(c.v[j * c.ldv + cc]));
+      }
+      out[i * c.d_v + cc] = static_cast<double>(acc);
+      weighted_abs[i * c.d_v + cc] = wabs;
+    }
+  }
+}
+
+namespace {
+// y (rows × n) = x (rows × in, stride ldx) · wᵀ + b, in double.
+std::vector<double> linear(const float* x, std::size_t rows, std::size_t ldx, std::size_t in, const float* w,
+                           const float* b, std::size_t n) {
+  std::vector<double> y(rows * n);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t o = 0; o < n; ++o) {
+      double acc = b ? b[o] : 0.0;
+      for (std::size_t p = 0; p < in; ++p) acc += static_cast<double>(x[r * ldx + p]) * w[o * in + p];
+      y[r * n + o] = acc;
+    }
+  return y;
+}
+}  // namespace
+
+void multihead_attention(const MhaCase& c, std::vector<double>& y) {
+  const std::size_t hd = c.d / c.heads, kvd = c.kv_heads * hd, group = c.heads / c.kv_heads;
+  const std::vector<double> q = linear(c.query, c.n_q, c.ldq, c.d, c.wq, c.bq, c.d);
+  const std::vector<double> k = linear(c.context, c.n_kv, c.ldc, c.d, c.wk, c.bk, kvd);
+  const std::vector<double> v = linear(c.context, c.n_kv, c.ldc, c.d, c.wv, c.bv, kvd);
+  std::vector<double> heads(c.n_q * c.d, 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<long double> s(c.n_kv);
+  for (std::size_t h = 0; h < c.heads; ++h) {
+    const std::size_t g = h / group;
+    for (std::size_t i = 0; i < c.n_q; ++i) {
+      long double mx = -std::numeric_limits<long double>::infinity();
+      for (std::size_t j = 0; j < c.n_kv; ++j) {
+        const bool vis = !c.causal || static_cast<long long>(j) - static_cast<long long>(i) <= c.causal_offset;
+        long double dot = 0.0L;
+        for (std::size_t p = 0; p < hd; ++p)
+          dot += static_cast<long double>(q[i * c.d + h * hd + p]) * k[j * kvd + g * hd + p];
+        s[j] =
+            vis ? dot * scale + (c.mask ? c.mask[i * c.ldm + j] : 0.0f) : -std::numeric_limits<long double>::infinity();
+        if (s[j] > mx) mx = s[j];
+      }
+      if (std::isinf(static_cast<double>(mx))) continue;
+      long double sum = 0.0L;
+      for (std::size_t j = 0; j < c.n_kv; ++j)
+        sum += s[j] = std::isinf(static_cast<double>(s[j])) ? 0.0L : std::exp(s[j] - mx);
+      for (std::size_t cc = 0; cc < hd; ++cc) {
+        long double acc = 0.0L;
+        for (std::size_t j = 0; j < c.n_kv; ++j) acc += s[j] / sum * v[j * kvd + g * hd + cc];
+        heads[i * c.d + h * hd + cc] = static_cast<double>(acc);
+      }
+    }
+  }
+  if (c.wo == nullptr) {
+    y = heads;
+    return;
+  }
+  y.assign(c.n_q * c.d, 0.0);
+  for (std::size_t r = 0; r < c.n_q; ++r)
+    for (std::size_t o = 0; o < c.d; ++o) {
+      double acc = c.bo ? c.bo[o] : 0.0;
+      for (std::size_t p = 0; p < c.d; ++p) acc += heads[r * c.d + p] * c.wo[o * c.d + p];
+      y[r * c.d + o] = acc;
+    }
+}
+
+}  // namespace ref

@@ -19,4 +19,45 @@ void softmax_row(const float* x, std::size_t n, std::vector<double>& y);
 // e^x correctly rounded to double from long double (x87 80-bit: 64-bit significand).
 double exp(float x);
 
+// Scaled dot-product attention in double / long double, from the definition:
+//   out[i] = Σ_j softmax_j(scale·q_i·k_j + mask[i][j]) · v_j over the keys j visible to query i
+// (causal: j <= i + causal_offset). No visible key, or all −inf → zeros; NaN or +inf in a row's scores → NaN.
+// Also returns, for the tolerance policy, weighted_abs[i][c] = Σ_j p_ij·|v_jc| (what the error of out[i][c]
+// scales with) and score_abs[i] = max_j scale·Σ_p |q_ip·k_jp| + |mask_ij| (what a score's float rounding
+// scales with). out, weighted_abs: n_q × d_v contiguous; score_abs: n_q.
+struct AttentionCase {
+  const float* q;
+  std::size_t ldq;
+  const float* k;
+  std::size_t ldk;
+  const float* v;
+  std::size_t ldv;
+  std::size_t n_q, n_kv, d_k, d_v;
+  double scale;  // 0: 1/sqrt(d_k)
+  bool causal;
+  long long causal_offset;
+  const float* mask;  // n_q × n_kv with row stride ldm, or nullptr
+  std::size_t ldm;
+};
+void attention(const AttentionCase& c, std::vector<double>& out, std::vector<double>& weighted_abs,
+               std::vector<double>& score_abs);
+
+// PyTorch nn.MultiheadAttention math (batch_first, one sequence), double precision, with grouped-query heads:
+//   Q = query·Wqᵀ + bq, K = context·Wkᵀ + bk, V = context·Wvᵀ + bv; head h attends with K/V head
+//   h / (heads / kv_heads); y = concat(heads)·Woᵀ + bo, or the concatenation when wo is null.
+// Every pointer to a bias may be null. y: n_q × d contiguous.
+struct MhaCase {
+  std::size_t d, heads, kv_heads;
+  const float *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
+  const float* query;
+  std::size_t n_q, ldq;
+  const float* context;
+  std::size_t n_kv, ldc;
+  bool causal;
+  long long causal_offset;
+  const float* mask;
+  std::size_t ldm;
+};
+void multihead_attention(const MhaCase& c, std::vector<double>& y);
+
 }  // namespace ref

@@ -131,6 +131,36 @@ TEST_P(ExpKernel, ScalarAndVectorAgreeBitForBit) {
   RecordProperty("differing", std::to_string(differ));
 }
 
+TEST_P(ExpKernel, Exp2OfAttentionWithinOneAndAHalfUlp) {
+  // The exp2 of the online softmax, on its domain: floats in [−125, 0] (normal results), every 97th bit
+  // pattern; below −127 and −inf it gives exactly 0, NaN stays NaN.
+  std::vector<float> xs;
+  for (std::uint32_t u = 0x80000000u; u <= 0xc2fa0000u; u += 97) xs.push_back(from_bits(u));  // −0 … −125
+  std::vector<float> ys(xs.size());
+  GetParam()->exp2_nonpositive(xs.data(), ys.data(), xs.size());
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double e = ulp_error(ys[i], static_cast<double>(std::exp2(static_cast<long double>(xs[i]))));
+    if (e > worst) {
+      worst = e;
+      worst_x = xs[i];
+    }
+  }
+  std::printf("[ %s ] exp2 (attention): %zu values in [-125, 0], max error %.3f ULP at x = %.9g\n", GetParam()->name,
+              xs.size(), worst, static_cast<double>(worst_x));
+  EXPECT_LE(worst, 1.5);
+  const float special[] = {-inf, -127.0f, -200.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, -1.0f};
+  float out[6];
+  GetParam()->exp2_nonpositive(special, out, 6);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_EQ(out[4], 1.0f);
+  EXPECT_NEAR(out[5], 0.5f, 1.5e-7f);
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArch, ExpKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
 
 TEST(Exp, EntryPointInPlaceAndArgumentChecks) {

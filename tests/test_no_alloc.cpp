@@ -98,4 +98,42 @@ TEST(NoAlloc, KernelsAllocateNothing) {
   EXPECT_EQ(seen, 0);
 }
 
+microattn::MultiHeadAttention<128, 64, 4, 2> g_layer{{nullptr, nullptr, nullptr}};
+
+TEST(NoAlloc, AttentionAndLayersAllocateNothing) {
+  namespace ma = microattn;
+  std::vector<float> q(300 * 64, 0.1f), k(300 * 64, 0.2f), v(300 * 64, 0.3f), out(300 * 64);
+  std::vector<float> ws(ma::attention_workspace_floats(64, 64));
+  std::vector<float> w(64 * 64, 0.01f), x(128 * 64, 0.5f), y(128 * 64), mask(128 * 128, 0.0f);
+  ma::MultiHeadAttention<128, 64, 4, 2> local{
+      {w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data()}};
+  g_layer = local;
+  int seen;
+  {
+    Armed armed_scope;
+    ma::AttentionOptions o;
+    EXPECT_EQ(
+        ma::attention(ma::make_view<const float>(q.data(), 300, 64), ma::make_view<const float>(k.data(), 300, 64),
+                      ma::make_view<const float>(v.data(), 300, 64), ma::make_view(out.data(), 300, 64), ws.data(),
+                      ws.size(), o),
+        ma::Status::ok);
+    o.causal = true;
+    EXPECT_EQ(
+        ma::attention(ma::make_view<const float>(q.data(), 300, 64), ma::make_view<const float>(k.data(), 300, 64),
+                      ma::make_view<const float>(v.data(), 300, 64), ma::make_view(out.data(), 300, 64), ws.data(),
+                      ws.size(), o),
+        ma::Status::ok);
+    o.mask = ma::make_view<const float>(mask.data(), 128, 128);
+    EXPECT_EQ(g_layer.forward(ma::make_view<const float>(x.data(), 128, 64), ma::make_view(y.data(), 128, 64), o),
+              ma::Status::ok);
+    EXPECT_EQ(g_layer.forward(ma::make_view<const float>(x.data(), 128, 64), ma::make_view(x.data(), 128, 64)),
+              ma::Status::ok);
+    EXPECT_EQ(local.forward(ma::make_view<const float>(x.data(), 5, 64), ma::make_view<const float>(y.data(), 100, 64),
+                            ma::make_view(x.data(), 5, 64)),
+              ma::Status::ok);
+    seen = heap_calls;
+  }
+  EXPECT_EQ(seen, 0);
+}
+
 }  // namespace

@@ -25,6 +25,24 @@
 #define MICROATTN_MATMUL_BLOCK_N 128
 #endif
 
+// Fused attention tiling: queries are processed ATTENTION_BLOCK_Q at a time (they sit in the vector lanes,
+// so it is a multiple of every vector width: 32 = 2 AVX-512, 4 AVX2, 8 SSE/NEON vectors), keys
+// ATTENTION_BLOCK_KV at a time. Cortex-M (scalar, RAM-bound) uses 4 × 16.
+#ifndef MICROATTN_ATTENTION_BLOCK_Q
+#if MICROATTN_TARGET_MCU
+#define MICROATTN_ATTENTION_BLOCK_Q 4
+#else
+#define MICROATTN_ATTENTION_BLOCK_Q 32
+#endif
+#endif
+#ifndef MICROATTN_ATTENTION_BLOCK_KV
+#if MICROATTN_TARGET_MCU
+#define MICROATTN_ATTENTION_BLOCK_KV 16
+#else
+#define MICROATTN_ATTENTION_BLOCK_KV 64
+#endif
+#endif
+
 namespace microattn {
 
 constexpr bool target_is_mcu = MICROATTN_TARGET_MCU != 0;
@@ -32,5 +50,11 @@ constexpr std::size_t matmul_block_k = MICROATTN_MATMUL_BLOCK_K;
 constexpr std::size_t matmul_block_n = MICROATTN_MATMUL_BLOCK_N;
 // Upper bound of matmul's stack use on SIMD builds (the packed block plus a few hundred bytes of frame).
 constexpr std::size_t matmul_stack_bytes = matmul_block_k * matmul_block_n * sizeof(float) + 1024;
+constexpr std::size_t attention_block_q = MICROATTN_ATTENTION_BLOCK_Q;
+constexpr std::size_t attention_block_kv = MICROATTN_ATTENTION_BLOCK_KV;
+static_assert(attention_block_q > 0,
+              "MICROATTN_ATTENTION_BLOCK_Q must be positive (SIMD builds: a multiple of the "
+              "vector width, checked where the kernels are compiled)");
+static_assert(attention_block_kv > 0, "MICROATTN_ATTENTION_BLOCK_KV must be positive");
 
 }  // namespace microattn

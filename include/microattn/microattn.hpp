@@ -6,7 +6,9 @@
 //  - nothing allocates, throws or needs RTTI; scratch memory is the caller's, sized by constexpr functions.
 #pragma once
 
+#include "microattn/attention.hpp"
 #include "microattn/config.hpp"
+#include "microattn/layers.hpp"
 #include "microattn/matmul.hpp"
 #include "microattn/matrix_view.hpp"
 #include "microattn/softmax.hpp"

@@ -29,5 +29,25 @@ constexpr float c5 = 8.374815807e-03f;  // 0x3c093686
 constexpr float c6 = 1.383684576e-03f;  // 0x3ab55cc0
 
 }  // namespace exp_constants
+
+// 2^x for x <= 0 (or NaN), the exp of attention's online softmax, where scores arrive pre-multiplied by
+// scale·log2(e) and the running max is already subtracted: n = round(x), r = x − n in [−1/2, 1/2], 2^r by a
+// degree-6 minimax polynomial (scripts/fit_exp_poly.py 6 --base2: 1.6e-8 relative with these float
+// coefficients, and c0 = 1 exactly, so 2^0 = 1: degree 5 was 2 FMAs cheaper per 16 scores but 3 ULP off
+// just below 1). x is clamped at −127, where 2^n's exponent field becomes 0, so −inf and anything below
+// 2^−127 give exactly 0 (flushing results under 2^−126, which no probability needs).
+namespace exp2_constants {
+
+constexpr float x_min = -127.0f;
+constexpr float round_magic = 12582912.0f;  // 1.5·2²³
+constexpr float c0 = 1.0f;
+constexpr float c1 = 6.931471825e-01f;  // 0x3f317218
+constexpr float c2 = 2.402264625e-01f;  // 0x3e75fded
+constexpr float c3 = 5.550328642e-02f;  // 0x3d63576a
+constexpr float c4 = 9.618489072e-03f;  // 0x3c1d96de
+constexpr float c5 = 1.339993090e-03f;  // 0x3aafa2b5
+constexpr float c6 = 1.534581243e-04f;  // 0x3920e99a
+
+}  // namespace exp2_constants
 }  // namespace detail
 }  // namespace microattn

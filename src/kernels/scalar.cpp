@@ -7,6 +7,7 @@
 #include "kernels/exp_constants.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/scalar_math.hpp"
+#include "microattn/config.hpp"
 
 namespace microattn {
 namespace detail {
@@ -95,7 +96,57 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-constexpr Kernels scalar_table{"scalar", 1, "gemm_4x4_scalar", gemm_scalar, softmax_row_scalar, exp_scalar_n};
+// ---- attention primitives (Br = attention_block_q lanes, see kernels.hpp) ----
+constexpr std::size_t br = attention_block_q;
+
+void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk,
+                        float* s) noexcept {
+  // s (bk × Br) = k (bk × d_k, rows ldk apart) · qt (d_k × Br): a plain product, 4×4 register tiles.
+  const GemmArgs g{k, ldk, qt, br, false, s, br, bk, br, d_k};
+  gemm_scalar(g);
+}
+
+void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha) noexcept {
+  for (std::size_t i = 0; i < br; ++i) {
+    float mb = m[i];
+    for (std::size_t j = 0; j < bk; ++j) mb = s[j * br + i] > mb ? s[j * br + i] : mb;
+    const float m_use = mb == -INFINITY ? 0.0f : mb;
+    alpha[i] = exp2_nonpositive_scalar(m[i] - m_use);
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < bk; ++j) {
+      const float p = exp2_nonpositive_scalar(s[j * br + i] - m_use);
+      s[j * br + i] = p;
+      sum += p;
+    }
+    l[i] = fmadd(l[i], alpha[i], sum);
+    m[i] = mb;
+  }
+}
+
+void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
+                    const float* alpha, float* ot) noexcept {
+  for (std::size_t c = 0; c < d_v; ++c)
+    for (std::size_t i = 0; i < br; ++i) ot[c * br + i] *= alpha[i];
+  for (std::size_t j = 0; j < bk; ++j) {
+    const float* pj = p + j * br;
+    const float* vj = v + j * ldv;
+    for (std::size_t c = 0; c < d_v; ++c) {
+      const float vjc = vj[c];
+      float* oc = ot + c * br;
+      for (std::size_t i = 0; i < br; ++i) oc[i] = fmadd(vjc, pj[i], oc[i]);
+    }
+  }
+}
+
+void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
+}
+
+constexpr Kernels scalar_table{"scalar",           1,
+                               "gemm_4x4_scalar",  gemm_scalar,
+                               softmax_row_scalar, exp_scalar_n,
+                               attn_scores_scalar, attn_softmax_scalar,
+                               attn_pv_scalar,     exp2_nonpositive_scalar_n};
 
 }  // namespace
 

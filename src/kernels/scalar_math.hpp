@@ -56,5 +56,21 @@ inline float exp_scalar(float x) noexcept {
   return (p * s1) * s2;
 }
 
+// 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), one float at a time.
+inline float exp2_nonpositive_scalar(float x) noexcept {
+  using namespace exp2_constants;
+  x = x < x_min ? x_min : x;  // NaN passes through
+  const float t = x + round_magic;
+  const float r = x - (t - round_magic);
+  float p = fmadd(c6, r, c5);
+  p = fmadd(p, r, c4);
+  p = fmadd(p, r, c3);
+  p = fmadd(p, r, c2);
+  p = fmadd(p, r, c1);
+  p = fmadd(p, r, c0);
+  const std::uint32_t e = (float_bits(t) - float_bits(round_magic) + 127u) << 23;  // n >= −127: field >= 0
+  return p * bits_float(e);
+}
+
 }  // namespace detail
 }  // namespace microattn

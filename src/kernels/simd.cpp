@@ -2,8 +2,9 @@
 // compiler flags enable). Tile shapes are chosen per architecture from its register count and width.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 flags the deliberately undefined pass-through operand of _mm512_undefined_ps() inside AVX-512
-// intrinsics (max, min, …) as "may be used uninitialized" once inlined here: a false positive.
+// intrinsics (max, min, …) as "(may be) used uninitialized" once inlined here: a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <xsimd/xsimd.hpp>
 
@@ -118,8 +119,8 @@ constexpr std::size_t gemm_mr = 8, gemm_nv = 2;  // 16 of 32 zmm accumulate, 8×
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16 ymm, 6×16
 #define MICROATTN_GEMM_NAME "gemm_6x16_avx2"
 #elif XSIMD_WITH_NEON64
-constexpr std::size_t gemm_mr = 8, gemm_nv = 3;  // 24 of 32 q registers, 8×12
-#define MICROATTN_GEMM_NAME "gemm_8x12_neon64"
+constexpr std::size_t gemm_mr = 6, gemm_nv = 4;  // 24 of 32 q registers, 6×16 (16 divides the attention tile)
+#define MICROATTN_GEMM_NAME "gemm_6x16_neon64"
 #else  // sse2, neon: 16 registers of 4 floats
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16, 6×8
 #define MICROATTN_GEMM_NAME "gemm_6x8_sse2_neon"
@@ -129,48 +130,60 @@ constexpr std::size_t gemm_kc = matmul_block_k;
 constexpr std::size_t gemm_nc = matmul_block_n - matmul_block_n % gemm_nr;
 static_assert(gemm_nc >= gemm_nr, "matmul_block_n must hold at least one register tile");
 
-// c[0..MR)[0..nr) (=|+=) a[0..MR)[0..kc) · bp, with bp a packed kc × NR panel.
-template <std::size_t MR>
-void gemm_tile(const float* a, std::size_t lda, const float* bp, std::size_t kc, float* c, std::size_t ldc,
-               std::size_t nr, bool accumulate) noexcept {
+// What the micro-kernel does with its result: c = acc, c += acc, or c = c·scale[col] + acc (the rescale of
+// the online softmax, fused into the P·V update so the accumulator is read and written once per key block).
+enum class Epilogue { store, add, scale_add };
+
+// c[0..MR)[0..nr) ⟵ a[0..MR)[0..kc) · b[0..kc)[0..NR), b rows ldb apart (a packed panel, or a transposed
+// attention tile) and 64-byte aligned. a is row-major (element (r, p) at a[r·lda + p]) or, with AColMajor,
+// column-major (a[r + p·lda]: the rows of V seen as columns, for P·V).
+template <std::size_t MR, bool AColMajor>
+void gemm_tile(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t kc, float* c,
+               std::size_t ldc, std::size_t nr, Epilogue epilogue, const float* col_scale) noexcept {
   vfloat acc[MR][gemm_nv];
   for (std::size_t r = 0; r < MR; ++r)
     for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = vfloat(0.0f);
   for (std::size_t p = 0; p < kc; ++p) {
-    vfloat b[gemm_nv];
-    for (std::size_t v = 0; v < gemm_nv; ++v) b[v] = vfloat::load_aligned(bp + p * gemm_nr + v * lanes);
+    vfloat bv[gemm_nv];
+    for (std::size_t v = 0; v < gemm_nv; ++v) bv[v] = vfloat::load_aligned(b + p * ldb + v * lanes);
     for (std::size_t r = 0; r < MR; ++r) {
-      const vfloat ar(a[r * lda + p]);
-      for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = xsimd::fma(ar, b[v], acc[r][v]);
+      const vfloat ar(AColMajor ? a[r + p * lda] : a[r * lda + p]);
+      for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
     }
   }
   if (nr == gemm_nr) {
     for (std::size_t r = 0; r < MR; ++r)
       for (std::size_t v = 0; v < gemm_nv; ++v) {
         float* cp = c + r * ldc + v * lanes;
-        (accumulate ? acc[r][v] + vfloat::load_unaligned(cp) : acc[r][v]).store_unaligned(cp);
+        vfloat out = acc[r][v];
+        if (epilogue == Epilogue::add) out += vfloat::load_unaligned(cp);
+        if (epilogue == Epilogue::scale_add)
+          out = xsimd::fma(vfloat::load_unaligned(cp), vfloat::load_aligned(col_scale + v * lanes), out);
+        out.store_unaligned(cp);
       }
     return;
   }
-  alignas(64) float t[gemm_nr];  // ragged right edge: spill the row, copy the valid columns
+  alignas(64) float t[gemm_nr];  // ragged right edge (matmul only): spill the row, copy the valid columns
   for (std::size_t r = 0; r < MR; ++r) {
     for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v].store_aligned(t + v * lanes);
     float* cr = c + r * ldc;
-    for (std::size_t j = 0; j < nr; ++j) cr[j] = accumulate ? cr[j] + t[j] : t[j];
+    for (std::size_t j = 0; j < nr; ++j) cr[j] = epilogue == Epilogue::add ? cr[j] + t[j] : t[j];
   }
 }
 
-using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size_t, float*, std::size_t, std::size_t,
-                              bool) noexcept;
+using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*, std::size_t,
+                              std::size_t, Epilogue, const float*) noexcept;
 
-template <std::size_t... I>
+// One entry per row count 1..MR (the ragged bottom edge): [rows − 1].
+template <bool AColMajor, std::size_t... I>
 constexpr auto make_tile_table(std::index_sequence<I...>) {
   struct Table {
     gemm_tile_fn fn[sizeof...(I)];
   };
-  return Table{{&gemm_tile<I + 1>...}};
+  return Table{{&gemm_tile<I + 1, AColMajor>...}};
 }
-constexpr auto gemm_tiles = make_tile_table(std::make_index_sequence<gemm_mr>{});  // [rows − 1]
+constexpr auto gemm_tiles = make_tile_table<false>(std::make_index_sequence<gemm_mr>{});
+constexpr auto gemm_tiles_acol = make_tile_table<true>(std::make_index_sequence<gemm_mr>{});
 
 // Packs columns [j0, j0 + nc) × inner [p0, p0 + kc) of b into NR-wide panels, zero-padded on the right.
 void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, float* bp) noexcept {
@@ -202,19 +215,93 @@ void gemm_simd(const GemmArgs& g) noexcept {
     for (std::size_t pc = 0; pc < g.k; pc += gemm_kc) {
       const std::size_t kc = g.k - pc < gemm_kc ? g.k - pc : gemm_kc;
       pack_b(g, pc, kc, jc, nc, bp);
+      const Epilogue ep = pc > 0 ? Epilogue::add : Epilogue::store;
       for (std::size_t ic = 0; ic < g.m; ic += gemm_mr) {
         const std::size_t mr = g.m - ic < gemm_mr ? g.m - ic : gemm_mr;
         const gemm_tile_fn tile = gemm_tiles.fn[mr - 1];
         for (std::size_t jr = 0; jr < nc; jr += gemm_nr) {
           const std::size_t nr = nc - jr < gemm_nr ? nc - jr : gemm_nr;
-          tile(g.a + ic * g.lda + pc, g.lda, bp + jr * kc, kc, g.c + ic * g.ldc + jc + jr, g.ldc, nr, pc > 0);
+          tile(g.a + ic * g.lda + pc, g.lda, bp + jr * kc, gemm_nr, kc, g.c + ic * g.ldc + jc + jr, g.ldc, nr, ep,
+               nullptr);
         }
       }
     }
   }
 }
 
-const Kernels simd_table{arch::name(), lanes, MICROATTN_GEMM_NAME, gemm_simd, softmax_row_simd, exp_simd};
+// --- attention primitives (layout in kernels.hpp) ---------------------------------------------------------
+
+constexpr std::size_t br = attention_block_q;
+static_assert(br % gemm_nr == 0, "attention_block_q must be a multiple of the gemm tile width");
+
+// 2^x for x <= 0 or NaN; algorithm and constants in exp_constants.hpp, identical to the scalar one.
+inline vfloat exp2_nonpositive_vec(vfloat x) noexcept {
+  using namespace exp2_constants;
+  x = xsimd::max(vfloat(x_min), x);  // NaN passes (see exp_vec)
+  const vfloat t = x + vfloat(round_magic);
+  const vfloat r = x - (t - vfloat(round_magic));
+  vfloat p = xsimd::fma(vfloat(c6), r, vfloat(c5));
+  p = xsimd::fma(p, r, vfloat(c4));
+  p = xsimd::fma(p, r, vfloat(c3));
+  p = xsimd::fma(p, r, vfloat(c2));
+  p = xsimd::fma(p, r, vfloat(c1));
+  p = xsimd::fma(p, r, vfloat(c0));
+  const vint e = (xsimd::bitwise_cast<vint>(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)) - 127)) << 23;
+  return p * xsimd::bitwise_cast<vfloat>(e);
+}
+
+void exp2_nonpositive_simd(const float* x, float* y, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) exp2_nonpositive_vec(vfloat::load_unaligned(x + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
+}
+
+void attn_scores_simd(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk,
+                      float* s) noexcept {
+  // s (bk × Br) = k (bk × d_k) · qt (d_k × Br): keys are the tile rows (broadcast from k in place), queries
+  // the vector columns.
+  for (std::size_t iq = 0; iq < br; iq += gemm_nr)
+    for (std::size_t j = 0; j < bk; j += gemm_mr) {
+      const std::size_t mr = bk - j < gemm_mr ? bk - j : gemm_mr;
+      gemm_tiles.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, gemm_nr, Epilogue::store, nullptr);
+    }
+}
+
+void attn_softmax_simd(float* s, std::size_t bk, float* m, float* l, float* alpha) noexcept {
+  for (std::size_t iq = 0; iq < br; iq += lanes) {
+    const vfloat m_old = vfloat::load_aligned(m + iq);
+    vfloat mb = m_old;
+    for (std::size_t j = 0; j < bk; ++j) mb = xsimd::max(mb, vfloat::load_aligned(s + j * br + iq));
+    // NaN: if max dropped it, its own 2^(NaN − m) below is NaN and poisons the sum of that lane only.
+    const vfloat m_use = xsimd::select(mb == vfloat(-INFINITY), vfloat(0.0f), mb);
+    const vfloat a = exp2_nonpositive_vec(m_old - m_use);
+    vfloat sum(0.0f);
+    for (std::size_t j = 0; j < bk; ++j) {
+      const vfloat p = exp2_nonpositive_vec(vfloat::load_aligned(s + j * br + iq) - m_use);
+      p.store_aligned(s + j * br + iq);
+      sum += p;
+    }
+    a.store_aligned(alpha + iq);
+    xsimd::fma(vfloat::load_aligned(l + iq), a, sum).store_aligned(l + iq);
+    mb.store_aligned(m + iq);
+  }
+}
+
+void attn_pv_simd(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v, const float* alpha,
+                  float* ot) noexcept {
+  // ot (d_v × Br) = ot·alpha + vᵀ (d_v × bk) · p (bk × Br): a column-major view of v, so the MR values a
+  // step broadcasts are adjacent floats of one row of v.
+  for (std::size_t iq = 0; iq < br; iq += gemm_nr)
+    for (std::size_t c = 0; c < d_v; c += gemm_mr) {
+      const std::size_t mr = d_v - c < gemm_mr ? d_v - c : gemm_mr;
+      gemm_tiles_acol.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, gemm_nr, Epilogue::scale_add,
+                                 alpha + iq);
+    }
+}
+
+const Kernels simd_table{
+    arch::name(),      lanes,        MICROATTN_GEMM_NAME,  gemm_simd, softmax_row_simd, exp_simd, attn_scores_simd,
+    attn_softmax_simd, attn_pv_simd, exp2_nonpositive_simd};
 
 }  // namespace
 

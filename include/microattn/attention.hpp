@@ -1,0 +1,53 @@
+// microattn — fused scaled dot-product attention with a workspace that does not grow with sequence length.
+#pragma once
+
+#include <cstddef>
+
+#include "microattn/config.hpp"
+#include "microattn/matrix_view.hpp"
+#include "microattn/status.hpp"
+
+namespace microattn {
+
+struct AttentionOptions {
+  float scale = 0.0f;                // 0 means 1/sqrt(d_k)
+  bool causal = false;               // key j is visible to query i iff j <= i + causal_offset
+  std::ptrdiff_t causal_offset = 0;  // 0: top-left, as PyTorch's is_causal; n_kv - n_q: bottom-right (decoding)
+  MatrixView<const float> mask{};    // optional additive n_q × n_kv mask (-inf hides a key); data == nullptr: none
+};
+
+// Largest head size attention() takes (d_k and d_v); larger gives invalid_shape.
+constexpr std::size_t attention_max_head_dim = 1u << 16;
+
+// Scratch floats that attention() needs. It depends on the head sizes only, never on n_q or n_kv:
+//   attention_block_q · (d_k + d_v + attention_block_kv + 3) + 16
+// i.e. one query tile of Q (transposed, pre-scaled) and of the output accumulator, one block of scores, the
+// running max / sum / rescale factor per query, and 16 floats to align it all to 64 bytes. With the default
+// tiles (32 × 64; 4 × 16 on Cortex-M) and d_k = d_v = 64: 6256 floats = 24.4 KiB (Cortex-M: 604 floats).
+// Any alignment of the workspace pointer is fine.
+constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_v) noexcept {
+  return attention_block_q * (d_k + d_v + attention_block_kv + 3) + 16;
+}
+
+// out (n_q × d_v) = softmax(q·kᵀ·scale + mask) · v ; q: n_q × d_k, k: n_kv × d_k, v: n_kv × d_v.
+//
+// FlashAttention-style: query tiles × key blocks with an online (running max / running sum) softmax; the
+// n_q × n_kv score matrix never exists. Views may be strided (heads of a packed seq × heads·d matrix).
+//  - causal: key j is visible to query i iff j <= i + causal_offset. Key blocks entirely hidden from a
+//    query tile are skipped, not computed (causal costs about half of dense for n_q = n_kv).
+//  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
+//  - a query whose keys are all hidden (by mask and/or causal) gets a row of zeros, never NaN.
+//  - NaN or +inf in a query's scores (from q, k or the mask) makes that query's output row NaN.
+// Accuracy: see README "Accuracy" (scores are float dot products of length d_k; probabilities use a
+// degree-6 exp2 within 1.5 ULP; the weighted sum of v accumulates n_kv terms in float).
+//
+// Errors (nothing is written to out or the workspace):
+//   null_pointer         q, k, v, out or workspace data is null
+//   invalid_shape        zero dimension, stride < cols, k.cols != q.cols, v.rows != k.rows,
+//                        out not n_q × d_v, d_k or d_v > attention_max_head_dim, mask given but not n_q × n_kv
+//   workspace_too_small  workspace_floats < attention_workspace_floats(d_k, d_v)
+//   aliasing             out or the workspace overlaps q, k, v or the mask, or out overlaps the workspace
+Status attention(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v, MatrixView<float> out,
+                 float* workspace, std::size_t workspace_floats, const AttentionOptions& options = {}) noexcept;
+
+}  // namespace microattn

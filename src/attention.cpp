@@ -1,0 +1,134 @@
+#include "microattn/attention.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include "attention_run.hpp"
+#include "check.hpp"
+
+namespace microattn {
+namespace detail {
+namespace {
+
+constexpr float log2e = 1.44269504088896341f;
+
+inline std::size_t min_size(std::size_t a, std::size_t b) noexcept { return a < b ? a : b; }
+
+// Number of keys query i may see under the causal rule j <= i + off, clamped to [0, n_kv]. off has been
+// clamped to [−n_q, n_kv] beforehand, so nothing overflows.
+inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t n_kv) noexcept {
+  const std::ptrdiff_t end = static_cast<std::ptrdiff_t>(i) + off + 1;
+  if (end <= 0) return 0;
+  return min_size(static_cast<std::size_t>(end), n_kv);
+}
+
+}  // namespace
+
+Status attention_check(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
+                       MatrixView<float> out, const AttentionOptions& options) noexcept {
+  if (q.data == nullptr || k.data == nullptr || v.data == nullptr || out.data == nullptr) return Status::null_pointer;
+  if (!shape_ok(q) || !shape_ok(k) || !shape_ok(v) || !shape_ok(out)) return Status::invalid_shape;
+  if (k.cols != q.cols || v.rows != k.rows || out.rows != q.rows || out.cols != v.cols) return Status::invalid_shape;
+  if (q.cols > attention_max_head_dim || v.cols > attention_max_head_dim) return Status::invalid_shape;
+  const MatrixView<const float>& mask = options.mask;
+  if (mask.data != nullptr && (!shape_ok(mask) || mask.rows != q.rows || mask.cols != k.rows))
+    return Status::invalid_shape;
+  if (views_overlap(out, q) || views_overlap(out, k) || views_overlap(out, v) ||
+      (mask.data != nullptr && views_overlap(out, mask)))
+    return Status::aliasing;
+  return Status::ok;
+}
+
+void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
+                   MatrixView<float> out, float* workspace, const AttentionOptions& options) noexcept {
+  constexpr std::size_t br = attention_block_q;
+  constexpr std::size_t bc = attention_block_kv;
+  const std::size_t n_q = q.rows, n_kv = k.rows, d_k = q.cols, d_v = v.cols;
+
+  // Carve the workspace, 64-byte aligned (the formula reserves 16 floats for this).
+  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
+  float* ws = workspace + ((64 - addr % 64) % 64) / sizeof(float);
+  float* qt = ws;             // d_k × br
+  float* ot = qt + d_k * br;  // d_v × br
+  float* s = ot + d_v * br;   // bc × br
+  float* m = s + bc * br;     // br
+  float* l = m + br;          // br
+  float* alpha = l + br;      // br
+
+  const float scale = options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
+  const float q_factor = scale * log2e;  // scores in log2 units: the exp becomes a bare 2^x
+  const MatrixView<const float>& mask = options.mask;
+  // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
+  std::ptrdiff_t off = options.causal_offset;
+  const std::ptrdiff_t off_lo = -static_cast<std::ptrdiff_t>(n_q), off_hi = static_cast<std::ptrdiff_t>(n_kv);
+  off = off < off_lo ? off_lo : (off > off_hi ? off_hi : off);
+
+  for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
+    const std::size_t bq = min_size(br, n_q - i0);
+    for (std::size_t i = 0; i < bq; ++i) {
+      const float* qi = q.data + (i0 + i) * q.stride;
+      for (std::size_t p = 0; p < d_k; ++p) qt[p * br + i] = qi[p] * q_factor;
+    }
+    for (std::size_t p = 0; p < d_k; ++p)
+      for (std::size_t i = bq; i < br; ++i) qt[p * br + i] = 0.0f;  // idle lanes: finite, never written out
+    for (std::size_t i = 0; i < d_v * br; ++i) ot[i] = 0.0f;
+    for (std::size_t i = 0; i < br; ++i) {
+      m[i] = -INFINITY;
+      l[i] = 0.0f;
+    }
+
+    // Keys past what the tile's last query may see are skipped outright (whole blocks, never computed).
+    const std::size_t j_end = options.causal ? causal_visible(i0 + bq - 1, off, n_kv) : n_kv;
+    for (std::size_t j0 = 0; j0 < j_end; j0 += bc) {
+      const std::size_t bk = min_size(bc, j_end - j0);
+      kern.attn_scores(qt, d_k, k.data + j0 * k.stride, k.stride, bk, s);
+      if (mask.data != nullptr)
+        for (std::size_t i = 0; i < bq; ++i) {
+          const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
+          for (std::size_t j = 0; j < bk; ++j) s[j * br + i] += mrow[j] * log2e;
+        }
+      // Only the block straddling the diagonal needs per-element hiding: key j0 + j is hidden from the
+      // first `hidden` queries of the tile.
+      if (options.causal && causal_visible(i0, off, n_kv) < j0 + bk)
+        for (std::size_t j = 0; j < bk; ++j) {
+          const std::ptrdiff_t first_seeing =
+              static_cast<std::ptrdiff_t>(j0 + j) - off - static_cast<std::ptrdiff_t>(i0);
+          const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), br);
+          for (std::size_t i = 0; i < hidden; ++i) s[j * br + i] = -INFINITY;
+        }
+      kern.attn_softmax(s, bk, m, l, alpha);
+      kern.attn_pv(s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot);
+    }
+
+    // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
+    for (std::size_t i = 0; i < bq; ++i) {
+      float* oi = out.data + (i0 + i) * out.stride;
+      if (l[i] == 0.0f) {
+        for (std::size_t c = 0; c < d_v; ++c) oi[c] = 0.0f;
+      } else {
+        const float inv = 1.0f / l[i];
+        for (std::size_t c = 0; c < d_v; ++c) oi[c] = ot[c * br + i] * inv;
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+Status attention(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v, MatrixView<float> out,
+                 float* workspace, std::size_t workspace_floats, const AttentionOptions& options) noexcept {
+  if (workspace == nullptr) return Status::null_pointer;
+  const Status st = detail::attention_check(q, k, v, out, options);
+  if (st != Status::ok) return st;
+  const std::size_t needed = attention_workspace_floats(q.cols, v.cols);
+  if (workspace_floats < needed) return Status::workspace_too_small;
+  // Only the first `needed` floats are used, so only they must not overlap anything.
+  const MatrixView<const float> ws{workspace, 1, needed, needed};
+  if (detail::views_overlap(ws, q) || detail::views_overlap(ws, k) || detail::views_overlap(ws, v) ||
+      detail::views_overlap(ws, out) || (options.mask.data != nullptr && detail::views_overlap(ws, options.mask)))
+    return Status::aliasing;
+  detail::attention_run(detail::selected_kernels(), q, k, v, out, workspace, options);
+  return Status::ok;
+}
+
+}  // namespace microattn
