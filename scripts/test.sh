@@ -1,8 +1,40 @@
 #!/bin/sh
-# Quick start, step 2 (and what CI runs): install what is missing, build, run the whole test suite.
+# Quick start, step 2 (and what CI runs): install what is missing, then build and run the test suite on the
+# host and on every cross target in cross/ (under QEMU where the host cannot run it).
+#   scripts/test.sh              everything
+#   scripts/test.sh native       the host build only
+#   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu
 set -eu
 cd "$(dirname "$0")/.."
-scripts/deps.sh native
-[ -f build/build.ninja ] || meson setup build
-ninja -C build
-meson test -C build --print-errorlogs
+
+linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
+targets=${*:-"native $linux_targets"}
+
+groups=native
+for t in $targets; do
+  case $t in
+    native) ;;
+    *) groups="$groups cross" ;;
+  esac
+done
+# shellcheck disable=SC2086
+scripts/deps.sh $(printf '%s\n' $groups | sort -u)
+
+run_suite() {  # build dir, meson setup arguments...
+  dir=$1
+  shift
+  echo "=== $dir"
+  [ -f "$dir/build.ninja" ] || meson setup "$dir" "$@"
+  ninja -C "$dir"
+  meson test -C "$dir" --print-errorlogs
+}
+
+for t in $targets; do
+  case $t in
+    native) run_suite build ;;
+    *)
+      [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
+      run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;
+  esac
+done
+echo "=== all suites passed: $targets"

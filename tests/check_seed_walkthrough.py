@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Runs examples/seed_walkthrough and checks every number it prints against an independent computation in
-Python doubles (the tutorial's math, written out; no numpy needed).
-Usage: check_seed_walkthrough.py PROGRAM [WRAPPER...]"""
+Python doubles (the tutorial's math, written out; no numpy needed). On cross builds the program runs through
+the cross file's exe_wrapper, which Meson passes in MESON_EXE_WRAPPER.
+Usage: check_seed_walkthrough.py PROGRAM"""
 import math
+import os
+import shlex
 import subprocess
 import sys
 
@@ -33,7 +36,7 @@ def parse(text):
 
 
 def main():
-    cmd = sys.argv[2:] + [sys.argv[1]]
+    cmd = shlex.split(os.environ.get("MESON_EXE_WRAPPER", "")) + [sys.argv[1]]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     got = parse(out)
     sim = matmul_t(X, X)

@@ -154,7 +154,8 @@ TEST_P(AttentionKernel, MasksWithFullyHiddenRows) {
 TEST_P(AttentionKernel, CausalOffsetsAtAndBeyondTheEdges) {
   std::uint32_t seed = 3000;
   for (long long off : {-1000000LL, -70LL, -40LL, -1LL, 1LL, 5LL, 63LL, 1000000LL,
-                        std::numeric_limits<long long>::max(), std::numeric_limits<long long>::min()})
+                        static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::max()),
+                        static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::min())})
     run_case(GetParam(), {40, 70, 16, 16, true, off}, seed++);
 }
 

@@ -21,8 +21,9 @@ Status softmax_rows(MatrixView<float> x) noexcept;
 // y[i] = e^x[i] for i < n, with the same vectorized exp softmax_rows uses.
 // Accuracy: at most exp_max_ulp ULP from the correctly rounded result for every float x whose e^x is a
 // normal float (x in [−87.33, 88.72]); tested on a sweep of the whole float range against long double.
-// Outside that range: e^x > FLT_MAX gives +inf; subnormal results are within 2⁻¹⁴⁹·2 absolute
-// (x below −103.98 gives 0); exp(−inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN.
+// Outside that range: e^x > FLT_MAX gives +inf; subnormal results are within one subnormal step, 2⁻¹⁴⁹
+// (x below −103.98 gives 0) — except on ARMv7 NEON builds, whose vector unit flushes subnormals to zero by
+// architecture; exp(−inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN.
 // x and y may be the same array (in place); partially overlapping arrays give aliasing.
 // Errors (y untouched): null_pointer if x or y is null with n > 0; aliasing for partial overlap. n == 0 is ok.
 Status exp_elements(const float* x, float* y, std::size_t n) noexcept;

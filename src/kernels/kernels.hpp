@@ -32,6 +32,7 @@ struct Kernels {
   const char* name;           // "scalar", "avx512bw", "fma3+avx2", "sse2", "neon64", ...
   std::size_t vector_floats;  // lanes per vector register (1 for scalar)
   const char* gemm_name;      // micro-kernel by tile and arch, e.g. "gemm_8x32_avx512"
+  bool flushes_subnormals;    // ARMv7 Advanced SIMD: subnormal inputs and results are 0 (architectural)
   void (*gemm)(const GemmArgs& args) noexcept;
   void (*softmax_row)(float* x, std::size_t n) noexcept;          // in place, n >= 1
   void (*exp)(const float* x, float* y, std::size_t n) noexcept;  // x == y allowed

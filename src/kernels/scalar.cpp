@@ -142,11 +142,17 @@ void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept
   for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
 }
 
-constexpr Kernels scalar_table{"scalar",           1,
-                               "gemm_4x4_scalar",  gemm_scalar,
-                               softmax_row_scalar, exp_scalar_n,
-                               attn_scores_scalar, attn_softmax_scalar,
-                               attn_pv_scalar,     exp2_nonpositive_scalar_n};
+constexpr Kernels scalar_table{"scalar",
+                               1,
+                               "gemm_4x4_scalar",
+                               false,
+                               gemm_scalar,
+                               softmax_row_scalar,
+                               exp_scalar_n,
+                               attn_scores_scalar,
+                               attn_softmax_scalar,
+                               attn_pv_scalar,
+                               exp2_nonpositive_scalar_n};
 
 }  // namespace
 

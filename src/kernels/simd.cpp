@@ -299,9 +299,12 @@ void attn_pv_simd(const float* p, std::size_t bk, const float* v, std::size_t ld
     }
 }
 
-const Kernels simd_table{
-    arch::name(),      lanes,        MICROATTN_GEMM_NAME,  gemm_simd, softmax_row_simd, exp_simd, attn_scores_simd,
-    attn_softmax_simd, attn_pv_simd, exp2_nonpositive_simd};
+// AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
+constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
+
+const Kernels simd_table{arch::name(),         lanes,    MICROATTN_GEMM_NAME, flushes_subnormals, gemm_simd,
+                         softmax_row_simd,     exp_simd, attn_scores_simd,    attn_softmax_simd,  attn_pv_simd,
+                         exp2_nonpositive_simd};
 
 }  // namespace
 
