@@ -2,18 +2,20 @@
 # Quick start, step 2 (and what CI runs): install what is missing, then build and run the test suite on the
 # host and on every cross target in cross/ (under QEMU where the host cannot run it).
 #   scripts/test.sh              everything
-#   scripts/test.sh native       the host build only
+#   scripts/test.sh native       the host build only (GCC, -Werror)
+#   scripts/test.sh asan clang   the host suite under AddressSanitizer + UBSan; built with Clang, -Werror
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
-targets=${*:-"native $linux_targets"}
+targets=${*:-"native asan clang $linux_targets"}
 
 groups=native
 for t in $targets; do
   case $t in
-    native) ;;
+    native | asan) ;;
+    clang) groups="$groups checks" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -24,14 +26,30 @@ run_suite() {  # build dir, meson setup arguments...
   dir=$1
   shift
   echo "=== $dir"
-  [ -f "$dir/build.ninja" ] || meson setup "$dir" "$@"
+  if [ -f "$dir/build.ninja" ]; then
+    opts=""  # an existing build dir keeps its cross file; re-apply the -D options only
+    for a in "$@"; do
+      case $a in -D*) opts="$opts $a" ;; esac
+    done
+    # shellcheck disable=SC2086
+    meson configure "$dir" $opts
+  else
+    meson setup "$dir" "$@"
+  fi
   ninja -C "$dir"
   meson test -C "$dir" --print-errorlogs
 }
 
 for t in $targets; do
   case $t in
-    native) run_suite build ;;
+    native) run_suite build -Dwerror=true ;;
+    asan)
+      run_suite build-asan -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all \
+        -Dbuildtype=debugoptimized -Dbenchmarks=disabled ;;
+    clang)
+      [ -f build-clang/build.ninja ] || export CXX=clang++
+      run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
+      unset CXX ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;

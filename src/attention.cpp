@@ -14,6 +14,51 @@ constexpr float log2e = 1.44269504088896341f;
 
 inline std::size_t min_size(std::size_t a, std::size_t b) noexcept { return a < b ? a : b; }
 
+inline bool row_finite(const float* x, std::size_t n) noexcept {
+  float acc = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) acc += x[i] * 0.0f;  // NaN exactly when some x[i] is NaN or ±inf
+  return acc == acc;
+}
+
+bool all_finite(MatrixView<const float> m) noexcept {
+  for (std::size_t r = 0; r < m.rows; ++r)
+    if (!row_finite(m.data + r * m.stride, m.cols)) return false;
+  return true;
+}
+
+// P·V of one key block when some rows of V hold NaN or ±inf. A hidden key has probability exactly 0, and
+// 0·NaN would leak its NaN into queries that never see it: such rows are applied lane by lane, skipping the
+// zeros, and the finite runs between them go through the kernel as usual.
+void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const float* v, std::size_t ldv,
+                            std::size_t d_v, float* alpha, float* ot) noexcept {
+  constexpr std::size_t br = attention_block_q;
+  bool alpha_pending = true;  // ot still needs its rescale by alpha (the kernel applies it on its first call)
+  for (std::size_t j = 0; j < bk;) {
+    if (row_finite(v + j * ldv, d_v)) {
+      std::size_t run = 1;
+      while (j + run < bk && row_finite(v + (j + run) * ldv, d_v)) ++run;
+      kern.attn_pv(p + j * br, run, v + j * ldv, ldv, d_v, alpha, ot);
+      for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
+      alpha_pending = false;
+      j += run;
+      continue;
+    }
+    if (alpha_pending) {
+      for (std::size_t c = 0; c < d_v; ++c)
+        for (std::size_t i = 0; i < br; ++i) ot[c * br + i] *= alpha[i];
+      for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
+      alpha_pending = false;
+    }
+    const float* vj = v + j * ldv;
+    for (std::size_t i = 0; i < br; ++i) {
+      const float pij = p[j * br + i];
+      if (pij != 0.0f)  // a NaN probability (the query saw a NaN score) still contributes, as it must
+        for (std::size_t c = 0; c < d_v; ++c) ot[c * br + i] += pij * vj[c];
+    }
+    ++j;
+  }
+}
+
 // Number of keys query i may see under the causal rule j <= i + off, clamped to [0, n_kv]. off has been
 // clamped to [−n_q, n_kv] beforehand, so nothing overflows.
 inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t n_kv) noexcept {
@@ -62,6 +107,8 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   std::ptrdiff_t off = options.causal_offset;
   const std::ptrdiff_t off_lo = -static_cast<std::ptrdiff_t>(n_q), off_hi = static_cast<std::ptrdiff_t>(n_kv);
   off = off < off_lo ? off_lo : (off > off_hi ? off_hi : off);
+  // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
+  const bool v_finite = all_finite(v);
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
     const std::size_t bq = min_size(br, n_q - i0);
@@ -85,7 +132,9 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       if (mask.data != nullptr)
         for (std::size_t i = 0; i < bq; ++i) {
           const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
-          for (std::size_t j = 0; j < bk; ++j) s[j * br + i] += mrow[j] * log2e;
+          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show)
+          for (std::size_t j = 0; j < bk; ++j)
+            s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
         }
       // Only the block straddling the diagonal needs per-element hiding: key j0 + j is hidden from the
       // first `hidden` queries of the tile.
@@ -97,7 +146,10 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
           for (std::size_t i = 0; i < hidden; ++i) s[j * br + i] = -INFINITY;
         }
       kern.attn_softmax(s, bk, m, l, alpha);
-      kern.attn_pv(s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot);
+      if (v_finite)
+        kern.attn_pv(s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot);
+      else
+        pv_with_nonfinite_rows(kern, s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot);
     }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.

@@ -176,7 +176,7 @@ TEST_P(ExpKernel, Exp2OfAttentionWithinOneAndAHalfUlp) {
 
 INSTANTIATE_TEST_SUITE_P(EveryArch, ExpKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
 
-TEST(Exp, EntryPointInPlaceAndArgumentChecks) {
+TEST(Exp, EntryPointInPlace) {
   float x[37];
   for (int i = 0; i < 37; ++i) x[i] = static_cast<float>(i) - 18.0f;
   float y[37];
@@ -184,12 +184,6 @@ TEST(Exp, EntryPointInPlaceAndArgumentChecks) {
   ASSERT_EQ(ma::exp_elements(x, x, 37), ma::Status::ok);  // in place
   for (int i = 0; i < 37; ++i) EXPECT_EQ(x[i], y[i]);
   for (int i = 0; i < 37; ++i) EXPECT_LE(ulp_error(y[i], ref::exp(static_cast<float>(i) - 18.0f)), ma::exp_max_ulp);
-  EXPECT_EQ(ma::exp_elements(nullptr, y, 3), ma::Status::null_pointer);
-  EXPECT_EQ(ma::exp_elements(x, nullptr, 3), ma::Status::null_pointer);
-  EXPECT_EQ(ma::exp_elements(nullptr, nullptr, 0), ma::Status::ok);
-  const float keep = x[1];
-  EXPECT_EQ(ma::exp_elements(x, x + 1, 5), ma::Status::aliasing);
-  EXPECT_EQ(x[1], keep);
 }
 
 }  // namespace

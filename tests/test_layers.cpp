@@ -196,47 +196,4 @@ TEST(Layers, RamIsTheDocumentedFormula) {
   RecordProperty("MultiHeadAttention_64_64_4_ram_bytes", std::to_string(L::ram_bytes));
 }
 
-TEST(Layers, BadArgumentsWriteNothing) {
-  auto& layer = g_layer_64_64_4;
-  Guarded x(65, 64), y(65, 64), mask(10, 10);
-  Uniform u(100);
-  x.fill(u);
-  y.fill(u);
-  mask.fill(u);
-  const auto before = y.snapshot();
-  using S = ma::Status;
-  auto expect = [&](S got, S want, const char* what) {
-    EXPECT_EQ(got, want) << what;
-    EXPECT_EQ(y.snapshot(), before) << what;
-  };
-  const ma::MatrixView<const float> x10{x.data(), 10, 64, 64};
-  const ma::MatrixView<float> y10{y.data(), 10, 64, 64};
-  expect(layer.forward(x.cview(), y.view()), S::invalid_shape, "65 rows > MaxSeq 64");
-  expect(layer.forward(x10, {x.data(), 65, 64, 64}, y10), S::invalid_shape, "context 65 rows > MaxSeq");
-  expect(layer.forward({x.data(), 10, 63, 64}, {y.data(), 10, 63, 64}), S::invalid_shape, "cols != ModelDim");
-  expect(layer.forward(x10, {y.data(), 9, 64, 64}), S::invalid_shape, "y rows != x rows");
-  expect(layer.forward({nullptr, 10, 64, 64}, y10), S::null_pointer, "x null");
-  expect(layer.forward(x10, {nullptr, 10, 64, 64}), S::null_pointer, "y null");
-  expect(layer.forward({x.data(), 0, 64, 64}, {y.data(), 0, 64, 64}), S::invalid_shape, "0 rows");
-  expect(layer.forward({x.data(), 10, 64, 60}, y10), S::invalid_shape, "stride < cols");
-  ma::AttentionOptions o;
-  o.mask = {mask.data(), 10, 9, 10};
-  expect(layer.forward(x10, y10, o), S::invalid_shape, "mask 10×9 for 10×10 scores");
-  expect(layer.forward({y.data() + 64, 10, 64, 64}, y10), S::aliasing, "y overlaps x by 9 rows");
-  expect(layer.forward({y.data(), 10, 64, 64}, {y.data(), 10, 64, 65}), S::aliasing, "same start, other stride");
-  o.mask = {y.data(), 10, 10, 10};
-  expect(layer.forward(x10, y10, o), S::aliasing, "y overlaps the mask");
-  // y over the weights
-  Weights w(64, 64, 7);
-  ma::MultiHeadAttention<16, 64, 4> over{w.view()};
-  float* wq = w.wq.data();
-  const auto wbefore = w.wq;
-  EXPECT_EQ(over.forward(x10, {wq, 10, 64, 64}), S::aliasing);
-  EXPECT_EQ(w.wq, wbefore);
-  ma::LayerWeights missing = w.view();
-  missing.k_weight = nullptr;
-  ma::MultiHeadAttention<16, 64, 4> broken{missing};
-  expect(broken.forward(x10, y10), S::null_pointer, "k_weight null");
-}
-
 }  // namespace

@@ -103,59 +103,6 @@ TEST(Matmul, ReportsTheKernelInUse) {
   EXPECT_STREQ(ma::simd_arch(), ma::detail::selected_kernels().name);
 }
 
-// ---- bad input: a non-ok Status and not one byte written ------------------------------------------------
-
-struct BadCall {
-  const char* what;
-  ma::Status expected;
-};
-
-TEST(Matmul, BadArgumentsWriteNothing) {
-  Guarded a(4, 3), b(3, 5), c(4, 5);
-  Uniform u(7);
-  a.fill(u);
-  b.fill(u);
-  c.fill(u);
-  const auto before = c.snapshot();
-  auto A = a.cview();
-  auto B = b.cview();
-  auto C = c.view();
-  auto expect_error = [&](ma::MatrixView<const float> x, ma::MatrixView<const float> y, ma::MatrixView<float> z,
-                          bool tb, ma::Status want, const char* what) {
-    EXPECT_EQ(ma::matmul(x, y, z, tb), want) << what;
-    EXPECT_EQ(c.snapshot(), before) << what << ": output written on error";
-  };
-  expect_error({nullptr, 4, 3, 3}, B, C, false, ma::Status::null_pointer, "a null");
-  expect_error(A, {nullptr, 3, 5, 5}, C, false, ma::Status::null_pointer, "b null");
-  expect_error(A, B, {nullptr, 4, 5, 5}, false, ma::Status::null_pointer, "c null");
-  expect_error({a.data(), 0, 3, 3}, B, C, false, ma::Status::invalid_shape, "m = 0");
-  expect_error({a.data(), 4, 0, 3}, {b.data(), 0, 5, 5}, C, false, ma::Status::invalid_shape, "k = 0");
-  expect_error(A, {b.data(), 3, 0, 5}, {c.data(), 4, 0, 5}, false, ma::Status::invalid_shape, "n = 0");
-  expect_error({a.data(), 4, 3, 2}, B, C, false, ma::Status::invalid_shape, "a stride < cols");
-  expect_error(A, {b.data(), 3, 5, 4}, C, false, ma::Status::invalid_shape, "b stride < cols");
-  expect_error(A, B, {c.data(), 4, 5, 4}, false, ma::Status::invalid_shape, "c stride < cols");
-  expect_error(A, {b.data(), 2, 5, 5}, C, false, ma::Status::invalid_shape, "inner dimension mismatch");
-  expect_error(A, B, {c.data(), 3, 5, 5}, false, ma::Status::invalid_shape, "c rows mismatch");
-  expect_error(A, B, {c.data(), 4, 4, 5}, false, ma::Status::invalid_shape, "c cols mismatch");
-  expect_error(A, B, C, true, ma::Status::invalid_shape, "transpose_b with b not n×k");
-  expect_error(A, B, {c.data(), SIZE_MAX / 2, 5, 5}, false, ma::Status::invalid_shape, "extent overflows");
-}
-
-TEST(Matmul, OutputOverlappingAnInputIsRejected) {
-  Guarded buf(8, 8);
-  Uniform u(9);
-  buf.fill(u);
-  const auto before = buf.snapshot();
-  float* d = buf.data();
-  // c is a itself (in-place product is not supported)
-  EXPECT_EQ(ma::matmul({d, 4, 4, 8}, {d + 4 * 8, 4, 4, 8}, {d, 4, 4, 8}), ma::Status::aliasing);
-  // c shares one element with b
-  EXPECT_EQ(ma::matmul({d, 2, 2, 8}, {d + 2 * 8, 2, 2, 8}, {d + 3 * 8 + 1, 2, 2, 8}), ma::Status::aliasing);
-  EXPECT_EQ(buf.snapshot(), before);
-  // Columns interleaved in one packed matrix (heads side by side) do not overlap: allowed.
-  EXPECT_EQ(ma::matmul({d, 4, 2, 8}, {d + 2, 2, 2, 8}, {d + 4, 4, 2, 8}), ma::Status::ok);
-}
-
 TEST(ViewsOverlap, ExactForEqualStridesConservativeOtherwise) {
   alignas(16) float m[64] = {};
   using ma::detail::views_overlap;

@@ -62,13 +62,17 @@ struct Armed {
   ~Armed() { armed = false; }
 };
 
+void* volatile g_escape;  // pointers stored here are observable, so no compiler may elide the allocations
+
 TEST(NoAlloc, TheCounterSeesAllocations) {  // the check itself can fail
   int seen;
   {
     Armed a;
     void* p = std::malloc(16);
+    g_escape = p;
     std::free(p);
     auto* q = new int(3);
+    g_escape = q;
     delete q;
     seen = heap_calls;
   }

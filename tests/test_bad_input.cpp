@@ -1,0 +1,355 @@
+// The bad-input contract, one test per row of README "Bad input": every entry point, every class of bad
+// argument, the Status it returns — and, on every error, not one byte written: each call is followed by a
+// bitwise comparison of the whole output buffer, its row gaps and the guard zones around it (and of the
+// workspace and the layer's caller-visible buffers).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace ma = microattn;
+using namespace testing_support;
+using S = ma::Status;
+
+namespace {
+
+// Records snapshots of some buffers and checks, after each call, that the call returned `want` and that
+// every buffer is bit-for-bit as before.
+class Untouched {
+ public:
+  explicit Untouched(std::initializer_list<const Guarded*> buffers) : buffers_(buffers) {
+    for (const Guarded* b : buffers_) before_.push_back(b->snapshot());
+  }
+  void expect(S got, S want, const char* what) const {
+    EXPECT_EQ(got, want) << what << ": got " << ma::to_string(got);
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      EXPECT_EQ(buffers_[i]->snapshot(), before_[i]) << what << ": buffer " << i << " written on error";
+  }
+
+ private:
+  std::vector<const Guarded*> buffers_;
+  std::vector<std::vector<std::uint32_t>> before_;
+};
+
+// ---- matmul -----------------------------------------------------------------------------------------------
+
+struct MatmulArgs {
+  Guarded a{4, 3, 5}, b{3, 5, 6}, c{4, 5, 7};
+  MatmulArgs() {
+    Uniform u(1);
+    a.fill(u);
+    b.fill(u);
+    c.fill(u);
+  }
+};
+
+TEST(BadInput, MatmulNullPointer) {
+  MatmulArgs m;
+  const Untouched t{&m.c};
+  t.expect(ma::matmul({nullptr, 4, 3, 5}, m.b.cview(), m.c.view()), S::null_pointer, "a null");
+  t.expect(ma::matmul(m.a.cview(), {nullptr, 3, 5, 6}, m.c.view()), S::null_pointer, "b null");
+  t.expect(ma::matmul(m.a.cview(), m.b.cview(), {nullptr, 4, 5, 7}), S::null_pointer, "c null");
+}
+
+TEST(BadInput, MatmulZeroDimension) {
+  MatmulArgs m;
+  const Untouched t{&m.c};
+  t.expect(ma::matmul({m.a.data(), 0, 3, 5}, m.b.cview(), {m.c.data(), 0, 5, 7}), S::invalid_shape, "m = 0");
+  t.expect(ma::matmul({m.a.data(), 4, 0, 5}, {m.b.data(), 0, 5, 6}, m.c.view()), S::invalid_shape, "k = 0");
+  t.expect(ma::matmul(m.a.cview(), {m.b.data(), 3, 0, 6}, {m.c.data(), 4, 0, 7}), S::invalid_shape, "n = 0");
+}
+
+TEST(BadInput, MatmulMismatchedDimension) {
+  MatmulArgs m;
+  const Untouched t{&m.c};
+  t.expect(ma::matmul(m.a.cview(), {m.b.data(), 2, 5, 6}, m.c.view()), S::invalid_shape, "b rows != a cols");
+  t.expect(ma::matmul(m.a.cview(), m.b.cview(), {m.c.data(), 3, 5, 7}), S::invalid_shape, "c rows != m");
+  t.expect(ma::matmul(m.a.cview(), m.b.cview(), {m.c.data(), 4, 4, 7}), S::invalid_shape, "c cols != n");
+  t.expect(ma::matmul(m.a.cview(), m.b.cview(), m.c.view(), true), S::invalid_shape, "transpose_b: b not n×k");
+}
+
+TEST(BadInput, MatmulStrideSmallerThanCols) {
+  MatmulArgs m;
+  const Untouched t{&m.c};
+  t.expect(ma::matmul({m.a.data(), 4, 3, 2}, m.b.cview(), m.c.view()), S::invalid_shape, "a");
+  t.expect(ma::matmul(m.a.cview(), {m.b.data(), 3, 5, 4}, m.c.view()), S::invalid_shape, "b");
+  t.expect(ma::matmul(m.a.cview(), m.b.cview(), {m.c.data(), 4, 5, 4}), S::invalid_shape, "c");
+}
+
+TEST(BadInput, MatmulExtentOverflows) {
+  MatmulArgs m;
+  const Untouched t{&m.c};
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() / 2;
+  t.expect(ma::matmul(m.a.cview(), m.b.cview(), {m.c.data(), huge, 5, 7}), S::invalid_shape, "rows·stride");
+  t.expect(ma::matmul({m.a.data(), 4, huge, huge}, m.b.cview(), m.c.view()), S::invalid_shape, "cols");
+}
+
+TEST(BadInput, MatmulOutputOverlapsAnInput) {
+  Guarded buf(8, 8);
+  Uniform u(2);
+  buf.fill(u);
+  const Untouched t{&buf};
+  float* d = buf.data();
+  t.expect(ma::matmul({d, 4, 4, 8}, {d + 32, 4, 4, 8}, {d, 4, 4, 8}), S::aliasing, "c is a");
+  t.expect(ma::matmul({d, 2, 2, 8}, {d + 16, 2, 2, 8}, {d + 25, 2, 2, 8}), S::aliasing, "c shares one element of b");
+  t.expect(ma::matmul({d, 2, 2, 8}, {d + 16, 2, 2, 8}, {d + 9, 2, 2, 3}), S::aliasing, "other stride, spans meet");
+}
+
+// ---- softmax_rows, exp_elements ------------------------------------------------------------------------
+
+TEST(BadInput, SoftmaxRows) {
+  Guarded x(3, 4, 5);
+  Uniform u(3);
+  x.fill(u);
+  const Untouched t{&x};
+  t.expect(ma::softmax_rows({nullptr, 3, 4, 5}), S::null_pointer, "null");
+  t.expect(ma::softmax_rows({x.data(), 0, 4, 5}), S::invalid_shape, "0 rows");
+  t.expect(ma::softmax_rows({x.data(), 3, 0, 5}), S::invalid_shape, "0 cols");
+  t.expect(ma::softmax_rows({x.data(), 3, 4, 3}), S::invalid_shape, "stride < cols");
+  t.expect(ma::softmax_rows({x.data(), std::numeric_limits<std::size_t>::max(), 4, 5}), S::invalid_shape,
+           "extent overflows");
+}
+
+TEST(BadInput, ExpElements) {
+  Guarded x(1, 40), y(1, 40);
+  Uniform u(4);
+  x.fill(u);
+  y.fill(u);
+  const Untouched t{&x, &y};
+  t.expect(ma::exp_elements(nullptr, y.data(), 3), S::null_pointer, "x null");
+  t.expect(ma::exp_elements(x.data(), nullptr, 3), S::null_pointer, "y null");
+  t.expect(ma::exp_elements(nullptr, nullptr, 0), S::ok, "n = 0 is a valid empty call");
+  t.expect(ma::exp_elements(x.data(), x.data() + 1, 5), S::aliasing, "y overlaps x, shifted");
+  t.expect(ma::exp_elements(x.data(), y.data(), std::numeric_limits<std::size_t>::max() / 2), S::invalid_shape,
+           "n overflows");
+}
+
+// ---- attention ---------------------------------------------------------------------------------------------
+
+struct AttentionArgs {
+  static constexpr std::size_t n_q = 6, n_kv = 9, d_k = 4, d_v = 5;
+  Guarded q{n_q, d_k}, k{n_kv, d_k}, v{n_kv, d_v}, mask{n_q, n_kv}, out{n_q, d_v, d_v + 2};
+  Guarded ws{1, ma::attention_workspace_floats(d_k, d_v)};
+  std::size_t need = ma::attention_workspace_floats(d_k, d_v);
+  AttentionArgs() {
+    Uniform u(5);
+    q.fill(u);
+    k.fill(u);
+    v.fill(u);
+    mask.fill(u);
+    out.fill(u);
+    ws.fill(u);
+  }
+  S call(ma::MatrixView<const float> Q, ma::MatrixView<const float> K, ma::MatrixView<const float> V,
+         ma::MatrixView<float> O, const ma::AttentionOptions& o = {}) {
+    return ma::attention(Q, K, V, O, ws.data(), need, o);
+  }
+};
+
+TEST(BadInput, AttentionNullPointer) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  t.expect(a.call({nullptr, 6, 4, 4}, a.k.cview(), a.v.cview(), a.out.view()), S::null_pointer, "q");
+  t.expect(a.call(a.q.cview(), {nullptr, 9, 4, 4}, a.v.cview(), a.out.view()), S::null_pointer, "k");
+  t.expect(a.call(a.q.cview(), a.k.cview(), {nullptr, 9, 5, 5}, a.out.view()), S::null_pointer, "v");
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {nullptr, 6, 5, 7}), S::null_pointer, "out");
+  t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), nullptr, a.need), S::null_pointer,
+           "workspace");
+}
+
+TEST(BadInput, AttentionZeroDimension) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  t.expect(a.call({a.q.data(), 0, 4, 4}, a.k.cview(), a.v.cview(), {a.out.data(), 0, 5, 7}), S::invalid_shape,
+           "n_q = 0");
+  t.expect(a.call(a.q.cview(), {a.k.data(), 0, 4, 4}, {a.v.data(), 0, 5, 5}, a.out.view()), S::invalid_shape,
+           "n_kv = 0");
+  t.expect(a.call({a.q.data(), 6, 0, 4}, {a.k.data(), 9, 0, 4}, a.v.cview(), a.out.view()), S::invalid_shape,
+           "d_k = 0");
+  t.expect(a.call(a.q.cview(), a.k.cview(), {a.v.data(), 9, 0, 5}, {a.out.data(), 6, 0, 7}), S::invalid_shape,
+           "d_v = 0");
+}
+
+TEST(BadInput, AttentionMismatchedDimension) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  t.expect(a.call(a.q.cview(), {a.k.data(), 9, 3, 4}, a.v.cview(), a.out.view()), S::invalid_shape, "k.cols != d_k");
+  t.expect(a.call(a.q.cview(), a.k.cview(), {a.v.data(), 8, 5, 5}, a.out.view()), S::invalid_shape, "v.rows != n_kv");
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {a.out.data(), 5, 5, 7}), S::invalid_shape, "out.rows != n_q");
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {a.out.data(), 6, 4, 7}), S::invalid_shape, "out.cols != d_v");
+}
+
+TEST(BadInput, AttentionStrideSmallerThanCols) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  t.expect(a.call({a.q.data(), 6, 4, 3}, a.k.cview(), a.v.cview(), a.out.view()), S::invalid_shape, "q");
+  t.expect(a.call(a.q.cview(), {a.k.data(), 9, 4, 2}, a.v.cview(), a.out.view()), S::invalid_shape, "k");
+  t.expect(a.call(a.q.cview(), a.k.cview(), {a.v.data(), 9, 5, 4}, a.out.view()), S::invalid_shape, "v");
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {a.out.data(), 6, 5, 4}), S::invalid_shape, "out");
+}
+
+TEST(BadInput, AttentionHeadDimensionTooLarge) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  const std::size_t big = ma::attention_max_head_dim + 1;
+  // Views claiming a huge head size over the small buffers: rejected on the size before anything is read.
+  t.expect(a.call({a.q.data(), 1, big, big}, {a.k.data(), 1, big, big}, {a.v.data(), 1, 5, 5}, {a.out.data(), 1, 5, 7}),
+           S::invalid_shape, "d_k > attention_max_head_dim");
+}
+
+TEST(BadInput, AttentionMaskOfTheWrongShape) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  ma::AttentionOptions o;
+  o.mask = {a.mask.data(), 6, 8, 9};
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), o), S::invalid_shape, "mask cols != n_kv");
+  o.mask = {a.mask.data(), 5, 9, 9};
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), o), S::invalid_shape, "mask rows != n_q");
+  o.mask = {a.mask.data(), 6, 9, 8};
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), o), S::invalid_shape, "mask stride < cols");
+}
+
+TEST(BadInput, AttentionWorkspaceTooSmall) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), a.ws.data(), a.need - 1),
+           S::workspace_too_small, "one float short");
+  t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), a.ws.data(), 0), S::workspace_too_small,
+           "size 0");
+}
+
+TEST(BadInput, AttentionOutputOverlapsAnInput) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws, &a.v, &a.mask, &a.k};
+  ma::AttentionOptions o;
+  o.mask = a.mask.cview();
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {a.v.data(), 6, 5, 5}), S::aliasing, "out is v");
+  t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {a.mask.data() + 1, 6, 5, 9}, o), S::aliasing,
+           "out inside the mask");
+  t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), a.k.data(), a.need), S::aliasing,
+           "workspace overlaps k");
+  t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), a.out.data() - 3, a.need), S::aliasing,
+           "workspace overlaps out");
+}
+
+TEST(BadInput, AttentionCausalOffsetHidingEveryKeyIsValidAndGivesZeros) {
+  AttentionArgs a;
+  for (std::ptrdiff_t off : {std::ptrdiff_t{-6}, std::ptrdiff_t{-100}, std::numeric_limits<std::ptrdiff_t>::min()}) {
+    ma::AttentionOptions o;
+    o.causal = true;
+    o.causal_offset = off;
+    ASSERT_EQ(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), o), S::ok);
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t c = 0; c < 5; ++c) EXPECT_EQ(a.out.at(i, c), 0.0f);
+    EXPECT_TRUE(a.out.canaries_intact());
+  }
+}
+
+TEST(BadInput, AttentionWorkspaceFloatsIsAFormulaNotACheck) {
+  // attention_workspace_floats never fails (constexpr); attention() itself rejects head sizes it cannot take.
+  static_assert(ma::attention_workspace_floats(0, 0) ==
+                    3 * ma::attention_block_q + 16 + ma::attention_block_q * ma::attention_block_kv,
+                "defined for every input");
+  static_assert(ma::attention_workspace_floats(64, 64) > ma::attention_workspace_floats(64, 32), "grows with d_v");
+  SUCCEED();
+}
+
+// ---- layers ------------------------------------------------------------------------------------------------
+
+struct LayerArgs {
+  std::vector<float> w = std::vector<float>(64 * 64, 0.01f);
+  ma::MultiHeadAttention<64, 64, 4> layer{
+      {w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data()}};
+  Guarded x{65, 64}, y{65, 64}, mask{10, 10};
+  ma::MatrixView<const float> x10{};
+  ma::MatrixView<float> y10{};
+  LayerArgs() {
+    Uniform u(6);
+    x.fill(u);
+    y.fill(u);
+    mask.fill(u);
+    x10 = {x.data(), 10, 64, 64};
+    y10 = {y.data(), 10, 64, 64};
+  }
+};
+
+TEST(BadInput, LayerNullPointer) {
+  LayerArgs l;
+  const Untouched t{&l.y};
+  t.expect(l.layer.forward({nullptr, 10, 64, 64}, l.y10), S::null_pointer, "x");
+  t.expect(l.layer.forward(l.x10, {nullptr, 10, 64, 64}), S::null_pointer, "y");
+  t.expect(l.layer.forward(l.x10, {nullptr, 10, 64, 64}, l.y10), S::null_pointer, "context");
+  for (int which = 0; which < 3; ++which) {
+    ma::LayerWeights w = l.layer.weights();
+    (which == 0 ? w.q_weight : which == 1 ? w.k_weight : w.v_weight) = nullptr;
+    ma::MultiHeadAttention<64, 64, 4> broken{w};
+    t.expect(broken.forward(l.x10, l.y10), S::null_pointer, "a q/k/v weight");
+  }
+}
+
+TEST(BadInput, LayerSequenceLongerThanCapacity) {
+  LayerArgs l;
+  const Untouched t{&l.y};
+  t.expect(l.layer.forward(l.x.cview(), l.y.view()), S::invalid_shape, "65 rows > MaxSeq 64");
+  t.expect(l.layer.forward(l.x10, {l.x.data(), 65, 64, 64}, l.y10), S::invalid_shape, "context 65 rows");
+}
+
+TEST(BadInput, LayerZeroOrMismatchedDimension) {
+  LayerArgs l;
+  const Untouched t{&l.y};
+  t.expect(l.layer.forward({l.x.data(), 0, 64, 64}, {l.y.data(), 0, 64, 64}), S::invalid_shape, "0 rows");
+  t.expect(l.layer.forward({l.x.data(), 10, 63, 64}, {l.y.data(), 10, 63, 64}), S::invalid_shape, "cols != ModelDim");
+  t.expect(l.layer.forward(l.x10, {l.y.data(), 9, 64, 64}), S::invalid_shape, "y rows != x rows");
+  t.expect(l.layer.forward(l.x10, {l.x.data(), 10, 32, 64}, l.y10), S::invalid_shape, "context cols");
+  t.expect(l.layer.forward({l.x.data(), 10, 64, 60}, l.y10), S::invalid_shape, "stride < cols");
+}
+
+TEST(BadInput, LayerMaskOfTheWrongShape) {
+  LayerArgs l;
+  const Untouched t{&l.y};
+  ma::AttentionOptions o;
+  o.mask = {l.mask.data(), 10, 9, 10};
+  t.expect(l.layer.forward(l.x10, l.y10, o), S::invalid_shape, "10×9 mask for 10×10 scores");
+  o.mask = {l.mask.data(), 9, 10, 10};
+  t.expect(l.layer.forward(l.x10, l.y10, o), S::invalid_shape, "9×10 mask");
+}
+
+TEST(BadInput, LayerOutputOverlapsAnInput) {
+  LayerArgs l;
+  const Untouched t{&l.y, &l.x};
+  t.expect(l.layer.forward({l.y.data() + 64, 10, 64, 64}, l.y10), S::aliasing, "y overlaps x by 9 rows");
+  t.expect(l.layer.forward({l.y.data(), 10, 64, 64}, {l.y.data(), 10, 64, 65}), S::aliasing,
+           "same start, other stride");
+  t.expect(l.layer.forward(l.x10, {l.y.data() + 1, 10, 64, 64}, l.y10), S::aliasing, "y overlaps the context");
+  ma::AttentionOptions o;
+  o.mask = {l.y.data(), 10, 10, 10};
+  t.expect(l.layer.forward(l.x10, l.y10, o), S::aliasing, "y overlaps the mask");
+  // y over a weight array
+  std::vector<float> w = l.w;
+  ma::MultiHeadAttention<16, 64, 4> over{{w.data(), w.data(), w.data()}};
+  const auto before = w;
+  EXPECT_EQ(over.forward(l.x10, {w.data(), 10, 64, 64}), S::aliasing);
+  EXPECT_EQ(w, before);
+}
+
+TEST(BadInput, LayerInPlaceIsNotAnError) {
+  LayerArgs l;
+  EXPECT_EQ(l.layer.forward(l.x10, {l.x.data(), 10, 64, 64}), S::ok);
+  EXPECT_EQ(l.layer.forward(l.x10, {l.y.data(), 10, 64, 64}, {l.y.data(), 10, 64, 64}), S::ok);  // y == context
+}
+
+TEST(BadInput, LayerCausalOffsetHidingEveryKeyGivesTheOutputBias) {
+  // Every head outputs zeros, so y is exactly the output projection's bias.
+  LayerArgs l;
+  ma::AttentionOptions o;
+  o.causal = true;
+  o.causal_offset = -10;
+  ASSERT_EQ(l.layer.forward(l.x10, l.y10, o), S::ok);
+  for (std::size_t i = 0; i < 10; ++i)
+    for (std::size_t c = 0; c < 64; ++c) EXPECT_EQ(l.y.at(i, c), 0.01f);
+}
+
+}  // namespace
