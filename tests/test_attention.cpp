@@ -29,18 +29,6 @@ struct Case {
   float value_range = 1.0f;
 };
 
-// Tolerance of one output row, from how the float algorithm rounds (README "Accuracy"):
-//  - each score carries (d_k + 6)·u·score_abs of rounding (dot product, pre-scaling of q, mask add, the
-//    subtraction of the running max), which becomes that much relative error in its probability, plus
-//    3 u of exp2;
-//  - the weighted sum of v and the row sum each accumulate n_kv terms, and every key block rescales once.
-// The error is relative to Σ_j p_ij·|v_jc| (the reference's weighted_abs), doubled for margin.
-Tolerance attention_tolerance(std::size_t d_k, std::size_t n_kv, double score_abs) {
-  return {2.0 * ((static_cast<double>(d_k) + 6.0) * score_abs + 3.0) * unit_roundoff +
-              (2.0 * static_cast<double>(n_kv) + 24.0) * unit_roundoff,
-          1e-30};
-}
-
 struct Buffers {
   Guarded q, k, v, mask, out, ws;
   Buffers(const Case& c, std::size_t ws_floats)

@@ -17,14 +17,6 @@ namespace {
 
 constexpr float inf = std::numeric_limits<float>::infinity();
 
-// End-to-end tolerance of a layer output, relative to the largest |y| of its row: three float products of
-// length d (Q/K/V projections, then the output projection) around the attention (n_kv-term sums), with the
-// error of each stage amplified at most by the weights' norm (|w| <= 0.3, so ≈ 0.3·d ≤ 20 here). The
-// factors are the stage lengths; the constant 8 covers the weight amplification and the exp.
-Tolerance layer_tolerance(std::size_t d, std::size_t n_kv) {
-  return {8.0 * (3.0 * static_cast<double>(d) + 2.0 * static_cast<double>(n_kv) + 32.0) * unit_roundoff, 1e-6};
-}
-
 struct Weights {
   std::vector<float> wq, wk, wv, bq, bk, bv, wo, bo;
   Weights(std::size_t d, std::size_t kv_dim, std::uint32_t seed)

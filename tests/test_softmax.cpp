@@ -18,12 +18,6 @@ namespace {
 constexpr float inf = std::numeric_limits<float>::infinity();
 const float nan_value = std::numeric_limits<float>::quiet_NaN();
 
-// exp error (a few ULP) + rounding of x − max (relative error |x − max|·u in e^(x−max)) + the float row sum
-// (at most n additions) + the final scaling.
-Tolerance softmax_tolerance(std::size_t n, double spread) {
-  return {(8.0 + spread + static_cast<double>(n)) * unit_roundoff, 1e-37};
-}
-
 // Runs softmax over `m` with the kernel table (or softmax_rows() when null) and checks every row.
 void check_softmax(const ma::detail::Kernels* kernels, Guarded& m) {
   std::vector<std::vector<double>> want(m.rows());

@@ -13,29 +13,9 @@
 
 #include "kernels/kernels.hpp"
 #include "microattn/microattn.hpp"
+#include "tolerance.hpp"
 
 namespace testing_support {
-
-// ---- tolerance policy (the only one; every numeric check goes through it) --------------------------------
-// A result passes when |got − want| <= rel · scale + abs, computed in double, where want is the
-// double-precision reference and scale is |want| unless the check knows the magnitude the float error really
-// scales with (Σ|a·b| for a dot product, the row's largest term for softmax). rel is in units of float's
-// unit roundoff u = 2⁻²⁴ times a factor derived from the operation (k + 2 for a length-k dot product).
-struct Tolerance {
-  double rel;
-  double abs;
-};
-constexpr double unit_roundoff = 5.9604644775390625e-8;  // 2⁻²⁴
-
-// A float dot product of length k accumulated with FMA: |error| <= γ_k·Σ|a·b|, γ_k ≈ k·u. The factor 2 is
-// margin for the final rounding and blocked accumulation; abs covers subnormal underflow.
-inline Tolerance dot_tolerance(std::size_t k) { return {2.0 * (static_cast<double>(k) + 2.0) * unit_roundoff, 1e-37}; }
-
-inline bool within(double got, double want, double scale, Tolerance t) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::fabs(got - want) <= t.rel * std::fabs(scale) + t.abs;
-}
 
 // ---- canary-guarded matrix -----------------------------------------------------------------------------
 // rows × cols inside a rows × stride layout, `guard` floats before and after, optionally shifted by one
