@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "attention_run.hpp"
 #include "check.hpp"
@@ -14,10 +15,16 @@ constexpr float log2e = 1.44269504088896341f;
 
 inline std::size_t min_size(std::size_t a, std::size_t b) noexcept { return a < b ? a : b; }
 
+// No NaN or ±inf among x[0..n): an all-ones exponent field marks both. Integer ORs, no dependency on a
+// floating-point chain, so the compiler vectorizes it (the check runs over all of v on every call).
 inline bool row_finite(const float* x, std::size_t n) noexcept {
-  float acc = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) acc += x[i] * 0.0f;  // NaN exactly when some x[i] is NaN or ±inf
-  return acc == acc;
+  std::uint32_t nonfinite = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    nonfinite |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return nonfinite == 0;
 }
 
 bool all_finite(MatrixView<const float> m) noexcept {
@@ -30,14 +37,14 @@ bool all_finite(MatrixView<const float> m) noexcept {
 // 0·NaN would leak its NaN into queries that never see it: such rows are applied lane by lane, skipping the
 // zeros, and the finite runs between them go through the kernel as usual.
 void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const float* v, std::size_t ldv,
-                            std::size_t d_v, float* alpha, float* ot) noexcept {
+                            std::size_t d_v, float* alpha, float* ot, std::size_t nq) noexcept {
   constexpr std::size_t br = attention_block_q;
   bool alpha_pending = true;  // ot still needs its rescale by alpha (the kernel applies it on its first call)
   for (std::size_t j = 0; j < bk;) {
     if (row_finite(v + j * ldv, d_v)) {
       std::size_t run = 1;
       while (j + run < bk && row_finite(v + (j + run) * ldv, d_v)) ++run;
-      kern.attn_pv(p + j * br, run, v + j * ldv, ldv, d_v, alpha, ot);
+      kern.attn_pv(p + j * br, run, v + j * ldv, ldv, d_v, alpha, ot, nq);
       for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
       alpha_pending = false;
       j += run;
@@ -45,12 +52,12 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
     }
     if (alpha_pending) {
       for (std::size_t c = 0; c < d_v; ++c)
-        for (std::size_t i = 0; i < br; ++i) ot[c * br + i] *= alpha[i];
+        for (std::size_t i = 0; i < nq; ++i) ot[c * br + i] *= alpha[i];
       for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
       alpha_pending = false;
     }
     const float* vj = v + j * ldv;
-    for (std::size_t i = 0; i < br; ++i) {
+    for (std::size_t i = 0; i < nq; ++i) {
       const float pij = p[j * br + i];
       if (pij != 0.0f)  // a NaN probability (the query saw a NaN score) still contributes, as it must
         for (std::size_t c = 0; c < d_v; ++c) ot[c * br + i] += pij * vj[c];
@@ -116,8 +123,10 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       const float* qi = q.data + (i0 + i) * q.stride;
       for (std::size_t p = 0; p < d_k; ++p) qt[p * br + i] = qi[p] * q_factor;
     }
+    // Lanes past the last query, up to a whole vector, are computed but never written out: keep them finite.
+    const std::size_t lanes_used = (bq + kern.vector_floats - 1) / kern.vector_floats * kern.vector_floats;
     for (std::size_t p = 0; p < d_k; ++p)
-      for (std::size_t i = bq; i < br; ++i) qt[p * br + i] = 0.0f;  // idle lanes: finite, never written out
+      for (std::size_t i = bq; i < lanes_used; ++i) qt[p * br + i] = 0.0f;
     for (std::size_t i = 0; i < d_v * br; ++i) ot[i] = 0.0f;
     for (std::size_t i = 0; i < br; ++i) {
       m[i] = -INFINITY;
@@ -128,7 +137,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
     const std::size_t j_end = options.causal ? causal_visible(i0 + bq - 1, off, n_kv) : n_kv;
     for (std::size_t j0 = 0; j0 < j_end; j0 += bc) {
       const std::size_t bk = min_size(bc, j_end - j0);
-      kern.attn_scores(qt, d_k, k.data + j0 * k.stride, k.stride, bk, s);
+      kern.attn_scores(qt, d_k, k.data + j0 * k.stride, k.stride, bk, s, bq);
       if (mask.data != nullptr)
         for (std::size_t i = 0; i < bq; ++i) {
           const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
@@ -145,11 +154,11 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
           const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), br);
           for (std::size_t i = 0; i < hidden; ++i) s[j * br + i] = -INFINITY;
         }
-      kern.attn_softmax(s, bk, m, l, alpha);
+      kern.attn_softmax(s, bk, m, l, alpha, bq);
       if (v_finite)
-        kern.attn_pv(s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot);
+        kern.attn_pv(s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot, bq);
       else
-        pv_with_nonfinite_rows(kern, s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot);
+        pv_with_nonfinite_rows(kern, s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot, bq);
     }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.

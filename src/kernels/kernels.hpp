@@ -28,6 +28,9 @@ struct GemmArgs {
 //   s:  bk × Br, scores of key block, overwritten by the probabilities 2^(s − m)
 //   ot: d_v × Br, the un-normalised output accumulator
 //   m, l, alpha: Br each — running max, running sum, and the factor 2^(m_old − m_new) of the last update
+// The primitives compute lanes [0, nq) of the tile (nq <= Br queries present) and may compute more, up to
+// nq rounded up to vector_floats: the driver zero-fills qt there, so those lanes stay finite and unused.
+// A short tile (tiny n_q, or the end of the sequence) thus costs what it holds, not a full Br.
 struct Kernels {
   const char* name;           // "scalar", "avx512bw", "fma3+avx2", "sse2", "neon64", ...
   std::size_t vector_floats;  // lanes per vector register (1 for scalar)
@@ -36,16 +39,16 @@ struct Kernels {
   void (*gemm)(const GemmArgs& args) noexcept;
   void (*softmax_row)(float* x, std::size_t n) noexcept;          // in place, n >= 1
   void (*exp)(const float* x, float* y, std::size_t n) noexcept;  // x == y allowed
-  // s[j][i] = Σ_p qt[p][i] · k[j·ldk + p] for j < bk, all Br lanes.
-  void (*attn_scores)(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk,
-                      float* s) noexcept;
+  // s[j][i] = Σ_p qt[p][i] · k[j·ldk + p] for j < bk.
+  void (*attn_scores)(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
+                      std::size_t nq) noexcept;
   // Online-softmax update of a block: m_new = max(m, max_j s[j]); alpha = 2^(m − m_new); s[j] = 2^(s[j] − m_new);
   // l = l·alpha + Σ_j s[j]; m = m_new. A lane whose m_new is −inf (nothing visible yet) uses 0 in place of
   // m_new, so it keeps l = 0 and never computes −inf − (−inf).
-  void (*attn_softmax)(float* s, std::size_t bk, float* m, float* l, float* alpha) noexcept;
-  // ot[c][i] = ot[c][i]·alpha[i] + Σ_j p[j][i] · v[j·ldv + c] for c < d_v, all Br lanes.
+  void (*attn_softmax)(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept;
+  // ot[c][i] = ot[c][i]·alpha[i] + Σ_j p[j][i] · v[j·ldv + c] for c < d_v.
   void (*attn_pv)(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v, const float* alpha,
-                  float* ot) noexcept;
+                  float* ot, std::size_t nq) noexcept;
   // 2^x for x <= 0 or NaN: the exp attn_softmax uses (exposed for the accuracy test).
   void (*exp2_nonpositive)(const float* x, float* y, std::size_t n) noexcept;
 };

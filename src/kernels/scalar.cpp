@@ -99,15 +99,15 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
 // ---- attention primitives (Br = attention_block_q lanes, see kernels.hpp) ----
 constexpr std::size_t br = attention_block_q;
 
-void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk,
-                        float* s) noexcept {
-  // s (bk × Br) = k (bk × d_k, rows ldk apart) · qt (d_k × Br): a plain product, 4×4 register tiles.
-  const GemmArgs g{k, ldk, qt, br, false, s, br, bk, br, d_k};
+void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
+                        std::size_t nq) noexcept {
+  // s (bk × nq, rows Br apart) = k (bk × d_k, rows ldk apart) · qt (d_k × nq): a plain product, 4×4 tiles.
+  const GemmArgs g{k, ldk, qt, br, false, s, br, bk, nq, d_k};
   gemm_scalar(g);
 }
 
-void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha) noexcept {
-  for (std::size_t i = 0; i < br; ++i) {
+void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
+  for (std::size_t i = 0; i < nq; ++i) {
     float mb = m[i];
     for (std::size_t j = 0; j < bk; ++j) mb = s[j * br + i] > mb ? s[j * br + i] : mb;
     const float m_use = mb == -INFINITY ? 0.0f : mb;
@@ -124,16 +124,16 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
 }
 
 void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
-                    const float* alpha, float* ot) noexcept {
+                    const float* alpha, float* ot, std::size_t nq) noexcept {
   for (std::size_t c = 0; c < d_v; ++c)
-    for (std::size_t i = 0; i < br; ++i) ot[c * br + i] *= alpha[i];
+    for (std::size_t i = 0; i < nq; ++i) ot[c * br + i] *= alpha[i];
   for (std::size_t j = 0; j < bk; ++j) {
     const float* pj = p + j * br;
     const float* vj = v + j * ldv;
     for (std::size_t c = 0; c < d_v; ++c) {
       const float vjc = vj[c];
       float* oc = ot + c * br;
-      for (std::size_t i = 0; i < br; ++i) oc[i] = fmadd(vjc, pj[i], oc[i]);
+      for (std::size_t i = 0; i < nq; ++i) oc[i] = fmadd(vjc, pj[i], oc[i]);
     }
   }
 }

@@ -134,56 +134,53 @@ static_assert(gemm_nc >= gemm_nr, "matmul_block_n must hold at least one registe
 // the online softmax, fused into the P·V update so the accumulator is read and written once per key block).
 enum class Epilogue { store, add, scale_add };
 
-// c[0..MR)[0..nr) ⟵ a[0..MR)[0..kc) · b[0..kc)[0..NR), b rows ldb apart (a packed panel, or a transposed
+// c[0..MR)[0..NR) ⟵ a[0..MR)[0..kc) · b[0..kc)[0..NR), b rows ldb apart (a packed panel, or a transposed
 // attention tile) and 64-byte aligned. a is row-major (element (r, p) at a[r·lda + p]) or, with AColMajor,
-// column-major (a[r + p·lda]: the rows of V seen as columns, for P·V).
-template <std::size_t MR, bool AColMajor>
+// column-major (a[r + p·lda]: the rows of V seen as columns, for P·V). The epilogue is a template argument:
+// with a run-time choice GCC keeps the accumulators in memory across the three paths.
+template <std::size_t MR, std::size_t NV, bool AColMajor, Epilogue E>
 void gemm_tile(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t kc, float* c,
-               std::size_t ldc, std::size_t nr, Epilogue epilogue, const float* col_scale) noexcept {
-  vfloat acc[MR][gemm_nv];
+               std::size_t ldc, const float* col_scale) noexcept {
+  vfloat acc[MR][NV];
   for (std::size_t r = 0; r < MR; ++r)
-    for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = vfloat(0.0f);
+    for (std::size_t v = 0; v < NV; ++v) acc[r][v] = vfloat(0.0f);
   for (std::size_t p = 0; p < kc; ++p) {
-    vfloat bv[gemm_nv];
-    for (std::size_t v = 0; v < gemm_nv; ++v) bv[v] = vfloat::load_aligned(b + p * ldb + v * lanes);
+    vfloat bv[NV];
+    for (std::size_t v = 0; v < NV; ++v) bv[v] = vfloat::load_aligned(b + p * ldb + v * lanes);
     for (std::size_t r = 0; r < MR; ++r) {
       const vfloat ar(AColMajor ? a[r + p * lda] : a[r * lda + p]);
-      for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
+      for (std::size_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
     }
   }
-  if (nr == gemm_nr) {
-    for (std::size_t r = 0; r < MR; ++r)
-      for (std::size_t v = 0; v < gemm_nv; ++v) {
-        float* cp = c + r * ldc + v * lanes;
-        vfloat out = acc[r][v];
-        if (epilogue == Epilogue::add) out += vfloat::load_unaligned(cp);
-        if (epilogue == Epilogue::scale_add)
-          out = xsimd::fma(vfloat::load_unaligned(cp), vfloat::load_aligned(col_scale + v * lanes), out);
-        out.store_unaligned(cp);
-      }
-    return;
-  }
-  alignas(64) float t[gemm_nr];  // ragged right edge (matmul only): spill the row, copy the valid columns
-  for (std::size_t r = 0; r < MR; ++r) {
-    for (std::size_t v = 0; v < gemm_nv; ++v) acc[r][v].store_aligned(t + v * lanes);
-    float* cr = c + r * ldc;
-    for (std::size_t j = 0; j < nr; ++j) cr[j] = epilogue == Epilogue::add ? cr[j] + t[j] : t[j];
-  }
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < NV; ++v) {
+      float* cp = c + r * ldc + v * lanes;
+      vfloat out = acc[r][v];
+      if (E == Epilogue::add) out += vfloat::load_unaligned(cp);
+      if (E == Epilogue::scale_add)
+        out = xsimd::fma(vfloat::load_unaligned(cp), vfloat::load_aligned(col_scale + v * lanes), out);
+      out.store_unaligned(cp);
+    }
 }
 
 using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*, std::size_t,
-                              std::size_t, Epilogue, const float*) noexcept;
+                              const float*) noexcept;
 
 // One entry per row count 1..MR (the ragged bottom edge): [rows − 1].
-template <bool AColMajor, std::size_t... I>
-constexpr auto make_tile_table(std::index_sequence<I...>) {
-  struct Table {
-    gemm_tile_fn fn[sizeof...(I)];
-  };
-  return Table{{&gemm_tile<I + 1, AColMajor>...}};
+struct TileTable {
+  gemm_tile_fn fn[gemm_mr];
+};
+template <std::size_t NV, bool AColMajor, Epilogue E, std::size_t... I>
+constexpr TileTable make_tile_table(std::index_sequence<I...>) {
+  return TileTable{{&gemm_tile<I + 1, NV, AColMajor, E>...}};
 }
-constexpr auto gemm_tiles = make_tile_table<false>(std::make_index_sequence<gemm_mr>{});
-constexpr auto gemm_tiles_acol = make_tile_table<true>(std::make_index_sequence<gemm_mr>{});
+constexpr auto mr_rows = std::make_index_sequence<gemm_mr>{};
+constexpr auto gemm_tiles_store = make_tile_table<gemm_nv, false, Epilogue::store>(mr_rows);
+constexpr auto gemm_tiles_add = make_tile_table<gemm_nv, false, Epilogue::add>(mr_rows);
+constexpr auto gemm_tiles_pv = make_tile_table<gemm_nv, true, Epilogue::scale_add>(mr_rows);
+// One vector wide: the last few queries of an attention tile (all of them when n_q is tiny).
+constexpr auto gemm_tiles_store_1v = make_tile_table<1, false, Epilogue::store>(mr_rows);
+constexpr auto gemm_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add>(mr_rows);
 
 // Packs columns [j0, j0 + nc) × inner [p0, p0 + kc) of b into NR-wide panels, zero-padded on the right.
 void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, float* bp) noexcept {
@@ -210,19 +207,28 @@ void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, s
 
 void gemm_simd(const GemmArgs& g) noexcept {
   alignas(64) float bp[gemm_kc * gemm_nc];
+  alignas(64) float edge[gemm_mr * gemm_nr];  // ragged right edge: computed whole here, then copied
   for (std::size_t jc = 0; jc < g.n; jc += gemm_nc) {
     const std::size_t nc = g.n - jc < gemm_nc ? g.n - jc : gemm_nc;
     for (std::size_t pc = 0; pc < g.k; pc += gemm_kc) {
       const std::size_t kc = g.k - pc < gemm_kc ? g.k - pc : gemm_kc;
       pack_b(g, pc, kc, jc, nc, bp);
-      const Epilogue ep = pc > 0 ? Epilogue::add : Epilogue::store;
+      const bool first = pc == 0;
       for (std::size_t ic = 0; ic < g.m; ic += gemm_mr) {
         const std::size_t mr = g.m - ic < gemm_mr ? g.m - ic : gemm_mr;
-        const gemm_tile_fn tile = gemm_tiles.fn[mr - 1];
+        const float* a = g.a + ic * g.lda + pc;
         for (std::size_t jr = 0; jr < nc; jr += gemm_nr) {
           const std::size_t nr = nc - jr < gemm_nr ? nc - jr : gemm_nr;
-          tile(g.a + ic * g.lda + pc, g.lda, bp + jr * kc, gemm_nr, kc, g.c + ic * g.ldc + jc + jr, g.ldc, nr, ep,
-               nullptr);
+          float* c = g.c + ic * g.ldc + jc + jr;
+          if (nr == gemm_nr) {
+            (first ? gemm_tiles_store : gemm_tiles_add)
+                .fn[mr - 1](a, g.lda, bp + jr * kc, gemm_nr, kc, c, g.ldc, nullptr);
+            continue;
+          }
+          gemm_tiles_store.fn[mr - 1](a, g.lda, bp + jr * kc, gemm_nr, kc, edge, gemm_nr, nullptr);
+          for (std::size_t r = 0; r < mr; ++r)
+            for (std::size_t j = 0; j < nr; ++j)
+              c[r * g.ldc + j] = first ? edge[r * gemm_nr + j] : c[r * g.ldc + j] + edge[r * gemm_nr + j];
         }
       }
     }
@@ -256,19 +262,30 @@ void exp2_nonpositive_simd(const float* x, float* y, std::size_t n) noexcept {
   for (; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
 }
 
-void attn_scores_simd(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk,
-                      float* s) noexcept {
-  // s (bk × Br) = k (bk × d_k) · qt (d_k × Br): keys are the tile rows (broadcast from k in place), queries
+// Lanes [0, nq) rounded up to whole vectors: full-width panels first, then single vectors.
+inline std::size_t lanes_in_use(std::size_t nq) noexcept { return (nq + lanes - 1) / lanes * lanes; }
+
+void attn_scores_simd(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
+                      std::size_t nq) noexcept {
+  // s (bk × nq) = k (bk × d_k) · qt (d_k × nq): keys are the tile rows (broadcast from k in place), queries
   // the vector columns.
-  for (std::size_t iq = 0; iq < br; iq += gemm_nr)
+  const std::size_t width = lanes_in_use(nq);
+  std::size_t iq = 0;
+  for (; iq + gemm_nr <= width; iq += gemm_nr)
     for (std::size_t j = 0; j < bk; j += gemm_mr) {
       const std::size_t mr = bk - j < gemm_mr ? bk - j : gemm_mr;
-      gemm_tiles.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, gemm_nr, Epilogue::store, nullptr);
+      gemm_tiles_store.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
+    }
+  for (; iq < width; iq += lanes)
+    for (std::size_t j = 0; j < bk; j += gemm_mr) {
+      const std::size_t mr = bk - j < gemm_mr ? bk - j : gemm_mr;
+      gemm_tiles_store_1v.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
     }
 }
 
-void attn_softmax_simd(float* s, std::size_t bk, float* m, float* l, float* alpha) noexcept {
-  for (std::size_t iq = 0; iq < br; iq += lanes) {
+void attn_softmax_simd(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
+  const std::size_t width = lanes_in_use(nq);
+  for (std::size_t iq = 0; iq < width; iq += lanes) {
     const vfloat m_old = vfloat::load_aligned(m + iq);
     vfloat mb = m_old;
     for (std::size_t j = 0; j < bk; ++j) mb = xsimd::max(mb, vfloat::load_aligned(s + j * br + iq));
@@ -288,14 +305,20 @@ void attn_softmax_simd(float* s, std::size_t bk, float* m, float* l, float* alph
 }
 
 void attn_pv_simd(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v, const float* alpha,
-                  float* ot) noexcept {
-  // ot (d_v × Br) = ot·alpha + vᵀ (d_v × bk) · p (bk × Br): a column-major view of v, so the MR values a
+                  float* ot, std::size_t nq) noexcept {
+  // ot (d_v × nq) = ot·alpha + vᵀ (d_v × bk) · p (bk × nq): a column-major view of v, so the MR values a
   // step broadcasts are adjacent floats of one row of v.
-  for (std::size_t iq = 0; iq < br; iq += gemm_nr)
+  const std::size_t width = lanes_in_use(nq);
+  std::size_t iq = 0;
+  for (; iq + gemm_nr <= width; iq += gemm_nr)
     for (std::size_t c = 0; c < d_v; c += gemm_mr) {
       const std::size_t mr = d_v - c < gemm_mr ? d_v - c : gemm_mr;
-      gemm_tiles_acol.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, gemm_nr, Epilogue::scale_add,
-                                 alpha + iq);
+      gemm_tiles_pv.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
+    }
+  for (; iq < width; iq += lanes)
+    for (std::size_t c = 0; c < d_v; c += gemm_mr) {
+      const std::size_t mr = d_v - c < gemm_mr ? d_v - c : gemm_mr;
+      gemm_tiles_pv_1v.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
     }
 }
 
