@@ -119,14 +119,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
     const std::size_t bq = min_size(br, n_q - i0);
-    for (std::size_t i = 0; i < bq; ++i) {
-      const float* qi = q.data + (i0 + i) * q.stride;
-      for (std::size_t p = 0; p < d_k; ++p) qt[p * br + i] = qi[p] * q_factor;
-    }
-    // Lanes past the last query, up to a whole vector, are computed but never written out: keep them finite.
-    const std::size_t lanes_used = (bq + kern.vector_floats - 1) / kern.vector_floats * kern.vector_floats;
-    for (std::size_t p = 0; p < d_k; ++p)
-      for (std::size_t i = bq; i < lanes_used; ++i) qt[p * br + i] = 0.0f;
+    kern.attn_pack_q(q.data + i0 * q.stride, q.stride, bq, d_k, q_factor, qt);
     for (std::size_t i = 0; i < d_v * br; ++i) ot[i] = 0.0f;
     for (std::size_t i = 0; i < br; ++i) {
       m[i] = -INFINITY;
@@ -162,15 +155,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
     }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
-    for (std::size_t i = 0; i < bq; ++i) {
-      float* oi = out.data + (i0 + i) * out.stride;
-      if (l[i] == 0.0f) {
-        for (std::size_t c = 0; c < d_v; ++c) oi[c] = 0.0f;
-      } else {
-        const float inv = 1.0f / l[i];
-        for (std::size_t c = 0; c < d_v; ++c) oi[c] = ot[c * br + i] * inv;
-      }
-    }
+    kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);
   }
 }
 

@@ -49,6 +49,12 @@ struct Kernels {
   // ot[c][i] = ot[c][i]·alpha[i] + Σ_j p[j][i] · v[j·ldv + c] for c < d_v.
   void (*attn_pv)(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v, const float* alpha,
                   float* ot, std::size_t nq) noexcept;
+  // qt[p][i] = q[i·ldq + p]·factor for i < bq, p < d_k, and 0 for the lanes from bq up to a whole vector.
+  void (*attn_pack_q)(const float* q, std::size_t ldq, std::size_t bq, std::size_t d_k, float factor,
+                      float* qt) noexcept;
+  // out[i·ldo + c] = ot[c][i] / l[i] for i < bq, c < d_v; 0 where l[i] == 0 (the query saw no key).
+  void (*attn_store_out)(const float* ot, const float* l, std::size_t bq, std::size_t d_v, float* out,
+                         std::size_t ldo) noexcept;
   // 2^x for x <= 0 or NaN: the exp attn_softmax uses (exposed for the accuracy test).
   void (*exp2_nonpositive)(const float* x, float* y, std::size_t n) noexcept;
 };

@@ -138,6 +138,20 @@ void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t 
   }
 }
 
+void attn_pack_q_scalar(const float* q, std::size_t ldq, std::size_t bq, std::size_t d_k, float factor,
+                        float* qt) noexcept {
+  for (std::size_t i = 0; i < bq; ++i)
+    for (std::size_t p = 0; p < d_k; ++p) qt[p * br + i] = q[i * ldq + p] * factor;
+}
+
+void attn_store_out_scalar(const float* ot, const float* l, std::size_t bq, std::size_t d_v, float* out,
+                           std::size_t ldo) noexcept {
+  for (std::size_t i = 0; i < bq; ++i) {
+    const float inv = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
+    for (std::size_t c = 0; c < d_v; ++c) out[i * ldo + c] = l[i] == 0.0f ? 0.0f : ot[c * br + i] * inv;
+  }
+}
+
 void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
 }
@@ -152,6 +166,8 @@ constexpr Kernels scalar_table{"scalar",
                                attn_scores_scalar,
                                attn_softmax_scalar,
                                attn_pv_scalar,
+                               attn_pack_q_scalar,
+                               attn_store_out_scalar,
                                exp2_nonpositive_scalar_n};
 
 }  // namespace

@@ -235,6 +235,77 @@ void gemm_simd(const GemmArgs& g) noexcept {
   }
 }
 
+// --- transposes ------------------------------------------------------------------------------------------
+// rows[r] lane c ⟶ rows[c] lane r, in registers. Attention moves each query tile in and out of its
+// queries-in-lanes layout once; done a float at a time that cost ~6 % at n = 256 and most of a tiny call.
+// xsimd 8.1 has no transpose (and its zip_lo/zip_hi interleave within 128-bit lanes), hence intrinsics.
+
+#if XSIMD_WITH_AVX512F
+#define MICROATTN_HAVE_TRANSPOSE 1
+void transpose_block(vfloat* rows) noexcept {  // 16 × 16
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {  // 32-bit interleave of row pairs, within 128-bit lanes
+    t[2 * k] = _mm512_unpacklo_ps(rows[2 * k], rows[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(rows[2 * k], rows[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // u[4k + j], lane L = column 4L + j of rows 4k .. 4k + 3
+    u[4 * k + 0] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {  // gather lane L of u[j], u[4 + j], u[8 + j], u[12 + j] into row 4L + j
+    const __m512 x0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), x1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xee);
+    const __m512 y0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512 y1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xee);
+    rows[j] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+    rows[4 + j] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
+    rows[8 + j] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+    rows[12 + j] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
+  }
+}
+#elif XSIMD_WITH_AVX
+#define MICROATTN_HAVE_TRANSPOSE 1
+void transpose_block(vfloat* rows) noexcept {    // 8 × 8
+  __m256 t[8], u[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(rows[2 * k], rows[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(rows[2 * k], rows[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    u[4 * k + 0] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    rows[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    rows[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+#elif XSIMD_WITH_SSE2
+#define MICROATTN_HAVE_TRANSPOSE 1
+void transpose_block(vfloat* rows) noexcept {    // 4 × 4
+  const __m128 t0 = _mm_unpacklo_ps(rows[0], rows[1]), t1 = _mm_unpackhi_ps(rows[0], rows[1]);
+  const __m128 t2 = _mm_unpacklo_ps(rows[2], rows[3]), t3 = _mm_unpackhi_ps(rows[2], rows[3]);
+  rows[0] = _mm_movelh_ps(t0, t2);
+  rows[1] = _mm_movehl_ps(t2, t0);
+  rows[2] = _mm_movelh_ps(t1, t3);
+  rows[3] = _mm_movehl_ps(t3, t1);
+}
+#elif XSIMD_WITH_NEON
+#define MICROATTN_HAVE_TRANSPOSE 1
+void transpose_block(vfloat* rows) noexcept {    // 4 × 4
+  const float32x4x2_t a = vtrnq_f32(rows[0], rows[1]), b = vtrnq_f32(rows[2], rows[3]);
+  rows[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
+  rows[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
+  rows[2] = vcombine_f32(vget_high_f32(a.val[0]), vget_high_f32(b.val[0]));
+  rows[3] = vcombine_f32(vget_high_f32(a.val[1]), vget_high_f32(b.val[1]));
+}
+#else
+#define MICROATTN_HAVE_TRANSPOSE 0
+#endif
+
 // --- attention primitives (layout in kernels.hpp) ---------------------------------------------------------
 
 constexpr std::size_t br = attention_block_q;
@@ -322,11 +393,68 @@ void attn_pv_simd(const float* p, std::size_t bk, const float* v, std::size_t ld
     }
 }
 
+void attn_pack_q_simd(const float* q, std::size_t ldq, std::size_t bq, std::size_t d_k, float factor,
+                      float* qt) noexcept {
+  const vfloat f(factor);
+  const std::size_t width = (bq + lanes - 1) / lanes * lanes;
+  for (std::size_t i0 = 0; i0 < width; i0 += lanes) {
+    const std::size_t rows = bq - i0 < lanes ? bq - i0 : lanes;
+    std::size_t p0 = 0;
+#if MICROATTN_HAVE_TRANSPOSE
+    if (rows == lanes)
+      for (; p0 + lanes <= d_k; p0 += lanes) {  // whole lanes × lanes blocks in registers
+        vfloat blk[lanes];
+        for (std::size_t r = 0; r < lanes; ++r) blk[r] = vfloat::load_unaligned(q + (i0 + r) * ldq + p0) * f;
+        transpose_block(blk);
+        for (std::size_t c = 0; c < lanes; ++c) blk[c].store_aligned(qt + (p0 + c) * br + i0);
+      }
+#endif
+    for (std::size_t p = p0; p < d_k; ++p)  // the ragged rest, idle lanes zeroed
+      for (std::size_t r = 0; r < lanes; ++r) qt[p * br + i0 + r] = r < rows ? q[(i0 + r) * ldq + p] * factor : 0.0f;
+  }
+}
+
+void attn_store_out_simd(const float* ot, const float* l, std::size_t bq, std::size_t d_v, float* out,
+                         std::size_t ldo) noexcept {
+  for (std::size_t i0 = 0; i0 < bq; i0 += lanes) {
+    const std::size_t rows = bq - i0 < lanes ? bq - i0 : lanes;
+    const vfloat li = vfloat::load_aligned(l + i0);
+    const auto none = li == vfloat(0.0f);
+    const vfloat inv = xsimd::select(none, vfloat(0.0f), vfloat(1.0f) / li);
+    std::size_t c0 = 0;
+#if MICROATTN_HAVE_TRANSPOSE
+    if (rows == lanes)
+      for (; c0 + lanes <= d_v; c0 += lanes) {
+        vfloat blk[lanes];
+        for (std::size_t c = 0; c < lanes; ++c)
+          blk[c] = xsimd::select(none, vfloat(0.0f), vfloat::load_aligned(ot + (c0 + c) * br + i0) * inv);
+        transpose_block(blk);
+        for (std::size_t r = 0; r < lanes; ++r) blk[r].store_unaligned(out + (i0 + r) * ldo + c0);
+      }
+#endif
+    alignas(64) float invs[lanes];
+    inv.store_aligned(invs);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = c0; c < d_v; ++c)
+        out[(i0 + r) * ldo + c] = l[i0 + r] == 0.0f ? 0.0f : ot[c * br + i0 + r] * invs[r];
+  }
+}
+
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
 constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
 
-const Kernels simd_table{arch::name(),         lanes,    MICROATTN_GEMM_NAME, flushes_subnormals, gemm_simd,
-                         softmax_row_simd,     exp_simd, attn_scores_simd,    attn_softmax_simd,  attn_pv_simd,
+const Kernels simd_table{arch::name(),
+                         lanes,
+                         MICROATTN_GEMM_NAME,
+                         flushes_subnormals,
+                         gemm_simd,
+                         softmax_row_simd,
+                         exp_simd,
+                         attn_scores_simd,
+                         attn_softmax_simd,
+                         attn_pv_simd,
+                         attn_pack_q_simd,
+                         attn_store_out_simd,
                          exp2_nonpositive_simd};
 
 }  // namespace
