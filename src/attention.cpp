@@ -45,7 +45,7 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
       std::size_t run = 1;
       while (j + run < bk && row_finite(v + (j + run) * ldv, d_v)) ++run;
       kern.attn_pv(p + j * br, run, v + j * ldv, ldv, d_v, alpha, ot, nq);
-      for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
+      for (std::size_t i = 0; i < nq; ++i) alpha[i] = 1.0f;
       alpha_pending = false;
       j += run;
       continue;
@@ -53,7 +53,7 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
     if (alpha_pending) {
       for (std::size_t c = 0; c < d_v; ++c)
         for (std::size_t i = 0; i < nq; ++i) ot[c * br + i] *= alpha[i];
-      for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
+      for (std::size_t i = 0; i < nq; ++i) alpha[i] = 1.0f;
       alpha_pending = false;
     }
     const float* vj = v + j * ldv;
@@ -117,8 +117,35 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
   const bool v_finite = all_finite(v);
 
+  // Lane groups of the causal diagonal: one vector wide (4 lanes for the scalar kernels).
+  const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
+
   for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
     const std::size_t bq = min_size(br, n_q - i0);
+    // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, causal hiding (only
+    // where a lane's limit falls inside the block), online-softmax update, P·V.
+    auto run_block = [&](std::size_t a, std::size_t nl, std::size_t j0, std::size_t bk) {
+      kern.attn_scores(qt + a, d_k, k.data + j0 * k.stride, k.stride, bk, s + a, nl);
+      if (mask.data != nullptr)
+        for (std::size_t i = a; i < a + nl; ++i) {
+          const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
+          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show)
+          for (std::size_t j = 0; j < bk; ++j)
+            s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
+        }
+      if (options.causal && causal_visible(i0 + a, off, n_kv) < j0 + bk)
+        for (std::size_t j = 0; j < bk; ++j) {  // key j0 + j is hidden from lanes before first_seeing
+          const std::ptrdiff_t first_seeing =
+              static_cast<std::ptrdiff_t>(j0 + j) - off - static_cast<std::ptrdiff_t>(i0);
+          const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), a + nl);
+          for (std::size_t i = a; i < hidden; ++i) s[j * br + i] = -INFINITY;
+        }
+      kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
+      if (v_finite)
+        kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
+      else
+        pv_with_nonfinite_rows(kern, s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
+    };
     kern.attn_pack_q(q.data + i0 * q.stride, q.stride, bq, d_k, q_factor, qt);
     for (std::size_t i = 0; i < d_v * br; ++i) ot[i] = 0.0f;
     for (std::size_t i = 0; i < br; ++i) {
@@ -126,33 +153,19 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       l[i] = 0.0f;
     }
 
-    // Keys past what the tile's last query may see are skipped outright (whole blocks, never computed).
-    const std::size_t j_end = options.causal ? causal_visible(i0 + bq - 1, off, n_kv) : n_kv;
-    for (std::size_t j0 = 0; j0 < j_end; j0 += bc) {
-      const std::size_t bk = min_size(bc, j_end - j0);
-      kern.attn_scores(qt, d_k, k.data + j0 * k.stride, k.stride, bk, s, bq);
-      if (mask.data != nullptr)
-        for (std::size_t i = 0; i < bq; ++i) {
-          const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
-          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show)
-          for (std::size_t j = 0; j < bk; ++j)
-            s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
-        }
-      // Only the block straddling the diagonal needs per-element hiding: key j0 + j is hidden from the
-      // first `hidden` queries of the tile.
-      if (options.causal && causal_visible(i0, off, n_kv) < j0 + bk)
-        for (std::size_t j = 0; j < bk; ++j) {
-          const std::ptrdiff_t first_seeing =
-              static_cast<std::ptrdiff_t>(j0 + j) - off - static_cast<std::ptrdiff_t>(i0);
-          const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), br);
-          for (std::size_t i = 0; i < hidden; ++i) s[j * br + i] = -INFINITY;
-        }
-      kern.attn_softmax(s, bk, m, l, alpha, bq);
-      if (v_finite)
-        kern.attn_pv(s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot, bq);
-      else
-        pv_with_nonfinite_rows(kern, s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, ot, bq);
-    }
+    // Every lane of the tile sees keys [0, vis_first) (causal: what its first query sees). Past that, under
+    // the causal rule, lanes go in groups of one vector, each only as far as its own last query sees: the
+    // per-lane online softmax does not care that neighbouring lanes consumed different keys. Key blocks
+    // no lane of a group may see are never computed.
+    const std::size_t vis_first = options.causal ? causal_visible(i0, off, n_kv) : n_kv;
+    for (std::size_t j0 = 0; j0 < vis_first; j0 += bc) run_block(0, bq, j0, min_size(bc, vis_first - j0));
+    if (options.causal)
+      for (std::size_t g0 = 0; g0 < bq; g0 += group) {
+        const std::size_t g_end = min_size(g0 + group, bq);
+        const std::size_t vis_group = causal_visible(i0 + g_end - 1, off, n_kv);
+        for (std::size_t j0 = vis_first; j0 < vis_group; j0 += bc)
+          run_block(g0, g_end - g0, j0, min_size(bc, vis_group - j0));
+      }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
     kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);
