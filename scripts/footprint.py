@@ -124,12 +124,11 @@ class CallGraph:
                 if m:
                     self.calls.setdefault(m.group(1), set()).add(m.group(2))
 
-    def resolve(self, symbol):
-        """The node title of a (mangled) symbol: file-local functions are titled 'FILE:symbol'."""
+    def titles(self, symbol):
+        """Node titles of a (mangled) symbol: file-local functions are titled 'FILE:symbol', one per file."""
         if symbol in self.frame:
-            return symbol
-        local = [t for t in self.frame if t.endswith(":" + symbol)]
-        return local[0] if len(local) == 1 else symbol
+            return [symbol]
+        return [t for t in self.frame if t.endswith(":" + symbol)]
 
 
 def address_taken_functions(objects, graph):
@@ -145,7 +144,7 @@ def address_taken_functions(objects, graph):
                 continue
             for m in re.finditer(r"R_ARM_ABS32\s+(\S+)", block):
                 if m.group(1) in functions:
-                    targets.add(graph.resolve(m.group(1)))
+                    targets.update(graph.titles(m.group(1)) or [m.group(1)])
     return targets
 
 
@@ -227,14 +226,15 @@ def stack_report(build, probe):
         raise ValueError("; ".join(graph.problems))
     # GCC's .su figure leaves out the area where an argument that straddles registers and stack is spilled
     # (the "pretend args", a "sub sp" before the register push); the prologues show it: take the larger.
+    # (A file-local function defined in several files gets the largest of their prologues: conservative.)
     corrected = []
     for obj in objects:
         for symbol, prologue in disassembly_frames(obj)[0].items():
-            title = graph.resolve(symbol)
-            if title in graph.frame and prologue > graph.frame[title]:
-                corrected.append(f"{short_name(graph.name[title])} {graph.frame[title]} -> {prologue}")
-                graph.frame[title] = prologue
-    indirect = address_taken_functions(objects, graph)
+            for title in graph.titles(symbol):
+                if prologue > graph.frame[title]:
+                    corrected.append(f"{short_name(graph.name[title])} {graph.frame[title]} -> {prologue}")
+                    graph.frame[title] = prologue
+    indirect = address_taken_functions([o for o in objects if "libmicroattn.a.p" in o], graph)
     external = disassembly_frames(probe)
 
     def worst(label, pattern):
