@@ -4,18 +4,21 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh native       the host build only (GCC, -Werror)
 #   scripts/test.sh asan clang   the host suite under AddressSanitizer + UBSan; built with Clang, -Werror
-#   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu
+#   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu or cortex-m4
+#   scripts/test.sh footprint    the Cortex-M4/M7 flash, RAM and stack figures against their budgets
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
-targets=${*:-"native asan clang $linux_targets"}
+mcu_targets="cortex-m4 cortex-m7 cortex-m55"
+targets=${*:-"native asan clang $linux_targets $mcu_targets footprint"}
 
 groups=native
 for t in $targets; do
   case $t in
     native | asan) ;;
     clang) groups="$groups checks" ;;
+    cortex-m* | footprint) groups="$groups mcu" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -50,6 +53,9 @@ for t in $targets; do
       [ -f build-clang/build.ninja ] || export CXX=clang++
       run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
       unset CXX ;;
+    footprint)
+      echo "=== footprint"
+      /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;

@@ -1,0 +1,79 @@
+// For scripts/footprint.py, built on the Cortex-M cross builds with the library's stack-usage flags:
+//  - reference_layer: the layer configuration whose RAM the footprint table reports;
+//  - call_*: one out-of-line call of each public entry point (forward() is an inline member, so its frame is
+//    that of call_forward), which the static stack analysis covers too;
+//  - main: runs each call_* once on a painted stack under QEMU and prints the bytes it really used, so the
+//    script can check that its static worst case is never below a measured use.
+#include <cstdint>
+#include <cstdio>
+
+#include <microattn/microattn.hpp>
+
+namespace ma = microattn;
+
+namespace footprint {
+
+namespace {
+constexpr std::size_t n = 64;
+float w[n * n], x[n * n], y[n * n], q[n * n], k[n * n], v[n * n], out[n * n], mask[n * n];
+float workspace[ma::attention_workspace_floats(n, n)];
+}  // namespace
+
+ma::MultiHeadAttention<64, 64, 4> reference_layer{{w, w, w, w, w, w, w, w}};
+
+__attribute__((noinline)) ma::Status call_forward() {
+  return reference_layer.forward(ma::make_view<const float>(x, n, n), ma::make_view(y, n, n));
+}
+
+__attribute__((noinline)) ma::Status call_attention() {
+  ma::AttentionOptions options;
+  options.causal = true;
+  options.mask = ma::make_view<const float>(mask, n, n);
+  return ma::attention(ma::make_view<const float>(q, n, n), ma::make_view<const float>(k, n, n),
+                       ma::make_view<const float>(v, n, n), ma::make_view(out, n, n), workspace,
+                       sizeof workspace / sizeof workspace[0], options);
+}
+
+__attribute__((noinline)) ma::Status call_matmul() {
+  return ma::matmul(ma::make_view<const float>(q, n - 1, n), ma::make_view<const float>(k, n - 3, n),
+                    ma::make_view(out, n - 1, n - 3), true);
+}
+
+__attribute__((noinline)) ma::Status call_softmax_rows() { return ma::softmax_rows(ma::make_view(out, n, n)); }
+
+__attribute__((noinline)) ma::Status call_exp_elements() { return ma::exp_elements(q, out, n * n); }
+
+}  // namespace footprint
+
+namespace {
+
+constexpr std::uint32_t paint = 0xdeadbeef;
+constexpr std::size_t painted_words = 2048;  // 8 KiB below the caller's stack pointer
+
+// Bytes of stack below this function's frame that f overwrote (painted_words * 4 means: at least that).
+__attribute__((noinline)) unsigned measure(ma::Status (*f)()) {
+  std::uint32_t* sp;
+  asm volatile("mov %0, sp" : "=r"(sp));
+  volatile std::uint32_t* const bottom = sp - painted_words;
+  for (volatile std::uint32_t* p = bottom; p < sp; ++p) *p = paint;
+  if (f() != ma::Status::ok) return 0;  // 0: the call failed, the script reports it
+  volatile std::uint32_t* p = bottom;
+  while (p < sp && *p == paint) ++p;
+  return static_cast<unsigned>(sp - const_cast<std::uint32_t*>(p)) * 4;
+}
+
+}  // namespace
+
+int main() {
+  using namespace footprint;
+  for (std::size_t i = 0; i < n * n; ++i) {
+    w[i] = 0.01f * static_cast<float>(i % 7);
+    x[i] = q[i] = k[i] = v[i] = 0.1f * static_cast<float>(i % 5);
+  }
+  std::printf("measured call_forward %u\n", measure(call_forward));
+  std::printf("measured call_attention %u\n", measure(call_attention));
+  std::printf("measured call_matmul %u\n", measure(call_matmul));
+  std::printf("measured call_softmax_rows %u\n", measure(call_softmax_rows));
+  std::printf("measured call_exp_elements %u\n", measure(call_exp_elements));
+  return 0;
+}

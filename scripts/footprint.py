@@ -1,0 +1,349 @@
+#!/usr/bin/python3
+"""Flash, RAM and stack of microattn on Cortex-M, checked against the budgets below (README "Footprint").
+
+Usage: scripts/footprint.py [BUILD_DIR ...]
+  Default: build-cortex-m4 and build-cortex-m7, set up with cross/cortex-m4.ini and cross/cortex-m7.ini when
+  missing, and brought up to date with ninja. The Cortex-M cross files build at -Os; the figures are those
+  of the very objects the test suite runs.
+Prints, for each build: text/data/bss of every object of libmicroattn.a and of the firmware example
+(arm-none-eabi-size), what the library contributes to the firmware example (from its link map), the
+worst-case stack of each public entry point, and the RAM held by MultiHeadAttention<64, 64, 4>. Exits 1 when
+a figure exceeds its budget or cannot be established, or when a stack use measured under QEMU exceeds the
+static worst case (which would mean the analysis below missed something).
+
+How the stack is derived: the library objects are compiled with -fstack-usage -fcallgraph-info=su, which give
+each function's frame (all must be "static": a fixed size) and its calls. The worst case of an entry point
+is the largest sum of frames along any call path from it (recursion is an error). The kernels are reached
+through function pointers (detail::Kernels): GCC records those calls as "__indirect_call", and the script
+lets each one reach every function whose address the library stores in data (found from the relocations of
+the objects' data sections, i.e. the kernel tables), taking the worst. Functions outside the library
+(memset, sqrtf from newlib) have no .su: their frames are read from the prologues (push, vpush, sub sp) of
+mcu/footprint_probe's disassembly, following their direct calls. Where a prologue allocates more than the
+.su figure says (GCC leaves out the area where an argument straddling registers and stack is spilled), the
+prologue's figure is taken. MultiHeadAttention::forward() is an inline member: its figure is that of
+footprint::call_forward (mcu/footprint_probe.cpp), a function that only calls it for <64, 64, 4>.
+Cross-check: mcu/footprint_probe calls every entry point through such a wrapper on a painted stack under
+QEMU and prints the bytes used; each must be at most the static worst case of its wrapper.
+Interrupts that preempt the library stack their own frames on top: budget those in the application.
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Budgets, in bytes. A figure above its budget fails the check (and CI).
+BUDGETS = {
+    "library text": 8 * 1024,  # the whole of libmicroattn.a (fp32 matmul, softmax, exp, attention, layers)
+    "library data + bss": 0,  # the library keeps no static state
+    "stack, any entry point": 1024,
+    "MultiHeadAttention<64, 64, 4> RAM": 36 * 1024,  # 35 696 bytes of buffers + 8 weight pointers
+    "firmware example text": 56 * 1024,  # mostly newlib: printf with floats, semihosting
+    "firmware example data": 1024,
+    "firmware example bss": 10 * 1024,
+}
+
+ENTRY_POINTS = [  # name in the table, pattern matched against the demangled function name
+    ("matmul", r"^microattn::Status microattn::matmul\("),
+    ("softmax_rows", r"^microattn::Status microattn::softmax_rows\("),
+    ("exp_elements", r"^microattn::Status microattn::exp_elements\("),
+    ("attention", r"^microattn::Status microattn::attention\("),
+    ("MultiHeadAttention::forward", r"^microattn::Status footprint::call_forward\("),
+]
+PROBE_WRAPPER = r"^microattn::Status footprint::{}\("  # the measured out-of-line calls of the probe
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+TOOL = "arm-none-eabi-"
+
+
+def run(*cmd, cwd=None):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=cwd).stdout
+
+
+def ensure_build(build):
+    target = os.path.basename(build).removeprefix("build-")
+    if not os.path.isfile(os.path.join(build, "build.ninja")):
+        cross = os.path.join(ROOT, "cross", target + ".ini")
+        if not os.path.isfile(cross):
+            sys.exit(f"footprint.py: {build} is not set up and there is no {cross}")
+        subprocess.run(["meson", "setup", build, "--cross-file", cross, "-Dbenchmarks=disabled"], check=True,
+                       stdout=subprocess.DEVNULL)
+    subprocess.run(["ninja", "-C", build], check=True, stdout=subprocess.DEVNULL)
+
+
+def size_table(path):
+    """(name, text, data, bss) rows of arm-none-eabi-size for an archive's members or one program."""
+    rows = []
+    for line in run(TOOL + "size", path).splitlines()[1:]:
+        f = line.split()
+        name = re.sub(r" \(ex .*\)$", "", line.split("\t")[-1].strip())
+        rows.append((os.path.basename(name), int(f[0]), int(f[1]), int(f[2])))
+    return rows
+
+
+def linked_from_library(map_path):
+    """Bytes of the library's input sections in a link map, split into flash (text, rodata) and RAM."""
+    text = ram = 0
+    with open(map_path, encoding="utf-8") as f:
+        body = f.read().split("Linker script and memory map", 1)[1]
+    for m in re.finditer(r"^ (\.\S+)\s+0x[0-9a-f]+\s+0x([0-9a-f]+) \S*libmicroattn\.a\(", body, re.M):
+        section, size = m.group(1), int(m.group(2), 16)
+        if section.startswith((".data", ".bss")):
+            ram += size
+        elif section.startswith((".text", ".rodata", ".ARM")):
+            text += size
+    return text, ram
+
+
+# ---- stack ---------------------------------------------------------------------------------------------
+NODE = re.compile(r'^node: \{ title: "([^"]+)" label: "([^"]*)"')
+EDGE = re.compile(r'^edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
+
+
+class CallGraph:
+    def __init__(self):
+        self.frame = {}  # title -> bytes
+        self.name = {}  # title -> demangled name
+        self.calls = {}  # title -> set of titles
+        self.problems = []
+
+    def read_ci(self, path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = NODE.match(line)
+                if m:
+                    title, label = m.groups()
+                    parts = label.split("\\n")
+                    self.name.setdefault(title, parts[0])
+                    su = re.match(r"(\d+) bytes \(([a-z,]+)\)", parts[-1])
+                    if su:
+                        if su.group(2) not in ("static", "dynamic,bounded"):
+                            self.problems.append(f"{parts[0]}: stack use is {su.group(2)} (unbounded)")
+                        self.frame[title] = max(self.frame.get(title, 0), int(su.group(1)))
+                    continue
+                m = EDGE.match(line)
+                if m:
+                    self.calls.setdefault(m.group(1), set()).add(m.group(2))
+
+    def titles(self, symbol):
+        """Node titles of a (mangled) symbol: file-local functions are titled 'FILE:symbol', one per file."""
+        if symbol in self.frame:
+            return [symbol]
+        return [t for t in self.frame if t.endswith(":" + symbol)]
+
+
+def address_taken_functions(objects, graph):
+    """Functions whose address the library stores in data (the kernel tables): targets of indirect calls."""
+    targets = set()
+    for obj in objects:
+        functions = {f.split()[-1] for f in run(TOOL + "nm", "--defined-only", obj).splitlines()
+                     if f.split()[1] in "tTwW"}
+        out = run(TOOL + "objdump", "-r", obj)
+        for block in re.split(r"^RELOCATION RECORDS FOR \[", out, flags=re.M)[1:]:
+            section = block.split("]", 1)[0]
+            if section.startswith((".text", ".ARM", ".debug")):
+                continue
+            for m in re.finditer(r"R_ARM_ABS32\s+(\S+)", block):
+                if m.group(1) in functions:
+                    targets.update(graph.titles(m.group(1)) or [m.group(1)])
+    return targets
+
+
+def disassembly_frames(elf):
+    """Frames of the functions of a linked program, from their prologues, and their direct calls."""
+    frames, calls, current = {}, {}, None
+    for line in run(TOOL + "objdump", "-d", "--no-show-raw-insn", elf).splitlines():
+        m = re.match(r"^[0-9a-f]+ <([^>]+)>:$", line)
+        if m:
+            current = m.group(1)
+            frames[current], calls[current] = 0, set()
+            continue
+        m = re.match(r"^\s+[0-9a-f]+:\s+(\S+)\s+(.*)$", line)
+        if not m or current is None:
+            continue
+        op, args = m.group(1), m.group(2)
+        if op in ("push", "push.w") or (op.startswith("stmdb") and args.startswith("sp!")):
+            frames[current] += 4 * len(args.split("{", 1)[1].split(","))
+        elif op == "vpush" or (op.startswith("vstmdb") and args.startswith("sp!")):
+            for reg in args.split("{", 1)[1].rstrip("}").split(","):
+                r = re.match(r"\s*([sd])(\d+)(?:-[sd](\d+))?", reg)
+                count = int(r.group(3) or r.group(2)) - int(r.group(2)) + 1
+                frames[current] += count * (4 if r.group(1) == "s" else 8)
+        elif re.match(r"subw?(\.w)?$", op) and re.match(r"sp, (sp, )?#\d+", args):
+            frames[current] += int(args.rsplit("#", 1)[1].split()[0])
+        elif op.startswith("str") and re.search(r"\[sp, #-\d+\]!", args):  # one register pushed
+            frames[current] += int(re.search(r"#-(\d+)", args).group(1))
+        elif op in ("bl", "b.w", "b") and "<" in args:
+            target = args.split("<", 1)[1].split(">")[0]
+            if "+" not in target:  # a branch inside the function is not a call
+                calls[current].add(target)
+    return frames, calls
+
+
+def worst_stack(graph, indirect, external, title, path=()):
+    """(bytes, path) of the deepest call chain from title."""
+    if title in path:
+        raise ValueError("recursion: " + " -> ".join(graph.name.get(t, t) for t in path + (title,)))
+    frames, calls = external
+    if title in graph.frame:
+        own, callees = graph.frame[title], set(graph.calls.get(title, ()))
+        if "__indirect_call" in callees:
+            callees.discard("__indirect_call")
+            callees |= indirect
+        label = short_name(graph.name.get(title, title))
+    elif title in frames:  # outside the library: from the disassembly
+        own, callees, label = frames[title], calls[title], title + " (disassembly)"
+    else:
+        raise ValueError(f"no stack figure for {graph.name.get(title, title)}: not in the library's .su files, "
+                         "nor in the firmware example")
+    best, best_path = 0, ()
+    for c in sorted(callees):
+        n, p = worst_stack(graph, indirect, external, c, path + (title,))
+        if n > best:
+            best, best_path = n, p
+    return own + best, ((label, own),) + best_path
+
+
+def short_name(pretty):
+    name = re.sub(r"^.*?(\S+)\(.*$", r"\1", pretty)  # drop the return type and the arguments
+    return re.sub(r"^microattn::(detail::)?(\{anonymous\}::)?", "", name)
+
+
+def stack_report(build, probe):
+    graph = CallGraph()
+    objects, cis = [], []
+    for sub in ("libmicroattn.a.p", os.path.join("mcu", "footprint_probe.p")):
+        d = os.path.join(build, sub)
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".ci"):
+                cis.append(os.path.join(d, f))
+            elif f.endswith(".o"):
+                objects.append(os.path.join(d, f))
+    if not cis:
+        raise ValueError(f"no .ci files in {build}: the library was not built with -fcallgraph-info=su")
+    for ci in cis:
+        graph.read_ci(ci)
+    if graph.problems:
+        raise ValueError("; ".join(graph.problems))
+    # GCC's .su figure leaves out the area where an argument that straddles registers and stack is spilled
+    # (the "pretend args", a "sub sp" before the register push); the prologues show it: take the larger.
+    # (A file-local function defined in several files gets the largest of their prologues: conservative.)
+    corrected = []
+    for obj in objects:
+        for symbol, prologue in disassembly_frames(obj)[0].items():
+            for title in graph.titles(symbol):
+                if prologue > graph.frame[title]:
+                    corrected.append(f"{short_name(graph.name[title])} {graph.frame[title]} -> {prologue}")
+                    graph.frame[title] = prologue
+    indirect = address_taken_functions([o for o in objects if "libmicroattn.a.p" in o], graph)
+    external = disassembly_frames(probe)
+
+    def worst(label, pattern):
+        titles = [t for t, n in graph.name.items() if t in graph.frame and re.search(pattern, n)]
+        if len(titles) != 1:
+            raise ValueError(f"{label}: {len(titles)} matching functions in the call graphs")
+        return worst_stack(graph, indirect, external, titles[0])
+
+    results = [(label,) + worst(label, pattern) for label, pattern in ENTRY_POINTS]
+    wrappers = {}
+    for m in re.finditer(r"^measured (\w+) (\d+)$", run_on_board(build, probe), re.M):
+        wrappers[m.group(1)] = (worst(m.group(1), PROBE_WRAPPER.format(m.group(1)))[0], int(m.group(2)))
+    if len(wrappers) != len(ENTRY_POINTS):
+        raise ValueError(f"{probe} measured {len(wrappers)} calls, not {len(ENTRY_POINTS)}")
+    return results, sorted(short_name(graph.name.get(t, t)) for t in indirect), corrected, wrappers
+
+
+def run_on_board(build, program):
+    """Output of a program run under QEMU on the board of the build's cross file."""
+    with open(os.path.join(build, "meson-private", "cmd_line.txt"), encoding="utf-8") as f:
+        cross = re.search(r"cross_file = \['([^']+)'", f.read()).group(1)
+    with open(cross, encoding="utf-8") as f:
+        board = re.search(r"^board = '([^']+)'", f.read(), re.M).group(1)
+    return run("qemu-system-arm", "-M", board, "-nographic", "-monitor", "none", "-serial", "none",
+               "-semihosting-config", "enable=on,target=native,arg=" + os.path.basename(program), "-kernel", program)
+
+
+def reference_layer_ram(probe):
+    for line in run(TOOL + "nm", "-S", probe).splitlines():
+        f = line.split()
+        if len(f) == 4 and f[3] == "_ZN9footprint15reference_layerE":
+            return int(f[1], 16), f[2]
+    raise ValueError("footprint::reference_layer not found in " + probe)
+
+
+# ---- report --------------------------------------------------------------------------------------------
+def main():
+    builds = sys.argv[1:] or [os.path.join(ROOT, "build-cortex-m4"), os.path.join(ROOT, "build-cortex-m7")]
+    failures, summary = [], {}
+
+    def figure(build, key, value, budget_key):
+        summary.setdefault((key, budget_key), {})[build] = value
+        if value is None or value > BUDGETS[budget_key]:
+            failures.append(f"{os.path.basename(build)}: {key} = {value} bytes, budget {BUDGETS[budget_key]}")
+
+    for build in builds:
+        ensure_build(build)
+        name = os.path.basename(build)
+        print(f"=== {name} (-Os)")
+        lib = size_table(os.path.join(build, "libmicroattn.a"))
+        print(f"{'libmicroattn.a object':32} {'text':>6} {'data':>6} {'bss':>6}")
+        for obj, t, d, b in lib:
+            print(f"{obj:32} {t:6} {d:6} {b:6}")
+        text, data, bss = (sum(r[i] for r in lib) for i in (1, 2, 3))
+        print(f"{'total':32} {text:6} {data:6} {bss:6}")
+        figure(build, "library text", text, "library text")
+        figure(build, "library data + bss", data + bss, "library data + bss")
+
+        elf = os.path.join(build, "examples", "firmware", "firmware")
+        _, ft, fd, fb = size_table(elf)[0]
+        linked_text, linked_ram = linked_from_library(os.path.join(build, "examples", "firmware", "firmware.map"))
+        print(f"\nfirmware example: text {ft}, data {fd}, bss {fb}; of which libmicroattn: {linked_text} bytes of "
+              f"flash (attention + layers as linked), {linked_ram} bytes of static RAM")
+        figure(build, "firmware example text", ft, "firmware example text")
+        figure(build, "firmware example data", fd, "firmware example data")
+        figure(build, "firmware example bss", fb, "firmware example bss")
+        summary.setdefault(("libmicroattn in the firmware example, text", None), {})[build] = linked_text
+
+        probe = os.path.join(build, "mcu", "footprint_probe")
+        ram, kind = reference_layer_ram(probe)
+        print(f"\nMultiHeadAttention<64, 64, 4>: {ram} bytes (nm section type {kind})")
+        if kind not in "bB":
+            failures.append(f"{name}: a static MultiHeadAttention is in section '{kind}', not .bss")
+        figure(build, "MultiHeadAttention<64, 64, 4> RAM", ram, "MultiHeadAttention<64, 64, 4> RAM")
+
+        print("\nworst-case stack per entry point (frames along the deepest call path)")
+        try:
+            stacks, indirect, corrected, wrappers = stack_report(build, probe)
+            print("  indirect calls (detail::Kernels) may reach: " + ", ".join(indirect))
+            if corrected:
+                print("  frames raised to what the prologue allocates (.su omits spilled arguments): " +
+                      ", ".join(corrected))
+            for label, total, path in stacks:
+                print(f"  {label:28} {total:5}  " + " > ".join(f"{n} {b}" for n, b in path))
+                figure(build, f"stack, {label}", total, "stack, any entry point")
+            print("  cross-check under QEMU, footprint_probe (static worst case >= measured use):")
+            for wrapper, (static, measured) in wrappers.items():
+                ok = 0 < measured <= static
+                print(f"    {wrapper:28} static {static:5}, measured {measured:5}  {'ok' if ok else 'FAILED'}")
+                if not ok:
+                    failures.append(f"{name}: {wrapper} measured {measured} bytes of stack, static analysis "
+                                    f"says at most {static} (0: the call failed)")
+        except (ValueError, OSError, subprocess.CalledProcessError) as e:
+            failures.append(f"{name}: stack analysis failed: {e}")
+        print()
+
+    names = [os.path.basename(b) for b in builds]
+    print("| figure (bytes) | " + " | ".join(names) + " | budget |")
+    print("|---|" + "---|" * len(names) + "---|")
+    for (key, budget_key), values in summary.items():
+        cells = [str(values.get(b, "?")) for b in builds]
+        budget = str(BUDGETS[budget_key]) if budget_key else "—"
+        print(f"| {key} | " + " | ".join(cells) + f" | {budget} |")
+    if failures:
+        print("\nFOOTPRINT CHECK FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("\nfootprint: every figure within its budget")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
