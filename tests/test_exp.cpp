@@ -38,41 +38,52 @@ struct Sweep {
   std::size_t failures = 0;
 };
 
-// Every `step`-th float bit pattern (both signs, every exponent), plus dense runs at the range edges.
+// Every `step`-th float bit pattern (both signs, every exponent), plus dense runs at the range edges. Streamed
+// through the kernel in chunks, so the sweep needs a few KiB whatever its length (it runs on Cortex-M too).
 Sweep sweep(const ma::detail::Kernels& k, std::uint32_t step) {
-  std::vector<float> xs;
-  for (std::uint64_t u = 0; u <= 0xffffffffu; u += step) xs.push_back(from_bits(static_cast<std::uint32_t>(u)));
+  Sweep s;
+  const double min_normal = std::numeric_limits<float>::min();
+  constexpr std::size_t chunk = 1024;
+  float xs[chunk], ys[chunk];
+  std::size_t n = 0;
+  auto flush = [&] {
+    k.exp(xs, ys, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float x = xs[i], y = ys[i];
+      if (std::isnan(x)) {
+        if (!std::isnan(y)) ++s.failures;
+        continue;
+      }
+      const double exact = ref::exp(x);
+      ++s.checked;
+      if (exact > std::numeric_limits<float>::max() * (1.0 + 0.5 * unit_roundoff * 2)) {
+        if (y != inf) ++s.failures;  // overflow must be +inf
+      } else if (exact >= min_normal) {
+        const double e = ulp_error(y, exact);
+        if (e > s.max_ulp) {
+          s.max_ulp = e;
+          s.worst_x = x;
+        }
+      } else {
+        const double e = std::fabs(static_cast<double>(y) - exact);
+        s.max_subnormal_abs = e > s.max_subnormal_abs ? e : s.max_subnormal_abs;
+      }
+    }
+    n = 0;
+  };
+  auto add = [&](float x) {
+    xs[n++] = x;
+    if (n == chunk) flush();
+  };
+  for (std::uint64_t u = 0; u <= 0xffffffffu; u += step) add(from_bits(static_cast<std::uint32_t>(u)));
   for (float edge : {88.72283f, -87.33654f, -103.9721f, 0.0f, 0.34657359f, -0.34657359f}) {
     float lo = edge, hi = edge;
     for (int i = 0; i < 2000; ++i) {
-      xs.push_back(lo = std::nextafter(lo, -inf));
-      xs.push_back(hi = std::nextafter(hi, inf));
+      add(lo = std::nextafter(lo, -inf));
+      add(hi = std::nextafter(hi, inf));
     }
   }
-  std::vector<float> ys(xs.size());
-  k.exp(xs.data(), ys.data(), xs.size());
-  Sweep s;
-  const double min_normal = std::numeric_limits<float>::min();
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    const float x = xs[i], y = ys[i];
-    if (std::isnan(x)) {
-      if (!std::isnan(y)) ++s.failures;
-      continue;
-    }
-    const double exact = ref::exp(x);
-    ++s.checked;
-    if (exact > std::numeric_limits<float>::max() * (1.0 + 0.5 * unit_roundoff * 2)) {
-      if (y != inf) ++s.failures;  // overflow must be +inf
-    } else if (exact >= min_normal) {
-      const double e = ulp_error(y, exact);
-      if (e > s.max_ulp) {
-        s.max_ulp = e;
-        s.worst_x = x;
-      }
-    } else {
-      s.max_subnormal_abs = std::fmax(s.max_subnormal_abs, std::fabs(static_cast<double>(y) - exact));
-    }
-  }
+  flush();
   return s;
 }
 
@@ -147,21 +158,26 @@ TEST_P(ExpKernel, ScalarAndVectorAgreeBitForBit) {
 TEST_P(ExpKernel, Exp2OfAttentionWithinOneAndAHalfUlp) {
   // The exp2 of the online softmax, on its domain: floats in [−125, 0] (normal results), every 97th bit
   // pattern; below −127 and −inf it gives exactly 0, NaN stays NaN.
-  std::vector<float> xs;
-  for (std::uint32_t u = 0x80000000u; u <= 0xc2fa0000u; u += exp2_stride) xs.push_back(from_bits(u));  // −0 … −125
-  std::vector<float> ys(xs.size());
-  GetParam()->exp2_nonpositive(xs.data(), ys.data(), xs.size());
   double worst = 0.0;
   float worst_x = 0.0f;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    const double e = ulp_error(ys[i], static_cast<double>(std::exp2(static_cast<long double>(xs[i]))));
-    if (e > worst) {
-      worst = e;
-      worst_x = xs[i];
+  std::size_t count = 0;
+  constexpr std::size_t chunk = 1024;  // streamed: a few KiB whatever the sweep's length
+  float xs[chunk], ys[chunk];
+  for (std::uint64_t u = 0x80000000u; u <= 0xc2fa0000u;) {
+    std::size_t n = 0;
+    for (; n < chunk && u <= 0xc2fa0000u; u += exp2_stride) xs[n++] = from_bits(static_cast<std::uint32_t>(u));
+    GetParam()->exp2_nonpositive(xs, ys, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double e = ulp_error(ys[i], static_cast<double>(std::exp2(static_cast<long double>(xs[i]))));
+      if (e > worst) {
+        worst = e;
+        worst_x = xs[i];
+      }
     }
+    count += n;
   }
   std::printf("[ %s ] exp2 (attention): %zu values in [-125, 0], max error %.3f ULP at x = %.9g\n", GetParam()->name,
-              xs.size(), worst, static_cast<double>(worst_x));
+              count, worst, static_cast<double>(worst_x));
   EXPECT_LE(worst, 1.5);
   const float special[] = {-inf, -127.0f, -200.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, -1.0f};
   float out[6];

@@ -101,9 +101,21 @@ constexpr std::size_t br = attention_block_q;
 
 void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
                         std::size_t nq) noexcept {
-  // s (bk × nq, rows Br apart) = k (bk × d_k, rows ldk apart) · qt (d_k × nq): a plain product, 4×4 tiles.
-  const GemmArgs g{k, ldk, qt, br, false, s, br, bk, nq, d_k};
-  gemm_scalar(g);
+  // s[j][i] = k_j · q_i, four queries at a time (the whole tile on Cortex-M): four accumulators, one load of
+  // k per step, and a frame of a few words (this is on the deepest stack path of every layer call).
+  for (std::size_t j = 0; j < bk; ++j) {
+    const float* kj = k + j * ldk;
+    for (std::size_t i0 = 0; i0 < nq; i0 += 4) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const std::size_t w = nq - i0 < 4 ? nq - i0 : 4;
+      for (std::size_t p = 0; p < d_k; ++p) {
+        const float kv = kj[p];
+        const float* qp = qt + p * br + i0;
+        for (std::size_t i = 0; i < 4; ++i) acc[i] = fmadd(qp[i < w ? i : 0], kv, acc[i]);
+      }
+      for (std::size_t i = 0; i < w; ++i) s[j * br + i0 + i] = acc[i];
+    }
+  }
 }
 
 void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
