@@ -11,6 +11,7 @@
 
 #include <microattn/microattn.hpp>
 
+#include "kernels/kernels.hpp"
 #include "peak.hpp"
 
 namespace ma = microattn;
@@ -99,6 +100,58 @@ BENCHMARK_TEMPLATE(BM_layer, 64, 64, 4, 4)->Arg(0)->Arg(1);
 BENCHMARK_TEMPLATE(BM_layer, 128, 64, 1, 1)->Arg(0)->Arg(1);
 BENCHMARK_TEMPLATE(BM_layer, 256, 256, 8, 8)->Arg(0)->Arg(1);
 BENCHMARK_TEMPLATE(BM_layer, 256, 256, 8, 2)->Arg(0)->Arg(1);
+
+// Where the time of attention() goes: each phase of the fused loop run alone, through the same kernel table
+// and on the same data layout, for n × d with d_k = d_v = d. One iteration = every query tile × key block of
+// the dense problem, so the phase times add up to (about) one attention() call. args: n, d, phase.
+//   0 scores (Q·Kᵀ on the gemm micro-kernel)  1 online softmax (max, 2^x, sums)  2 P·V with the rescale
+//   3 per-tile work (Q transpose-pack, output transpose-store)
+void BM_attention_phase(benchmark::State& state) {
+  namespace md = microattn::detail;
+  const auto n = static_cast<std::size_t>(state.range(0)), d = static_cast<std::size_t>(state.range(1));
+  const int phase = static_cast<int>(state.range(2));
+  constexpr std::size_t br = ma::attention_block_q, bc = ma::attention_block_kv;
+  const md::Kernels& kern = md::selected_kernels();
+  const auto q = random_vector(n * d, 1), k = random_vector(n * d, 2), v = random_vector(n * d, 3);
+  std::vector<float> out(n * d);
+  alignas(64) static float qt[br * 1024], ot[br * 1024], s[br * bc], m[br], l[br], alpha[br];
+  kern.attn_pack_q(q.data(), d, br, d, 0.18f, qt);
+  for (std::size_t i = 0; i < br; ++i) {
+    m[i] = 0.0f;
+    l[i] = 1.0f;
+    alpha[i] = 1.0f;
+  }
+  kern.attn_scores(qt, d, k.data(), d, bc, s, br);
+  std::vector<float> s_saved(s, s + br * bc);
+  for (auto _ : state) {
+    for (std::size_t i0 = 0; i0 < n; i0 += br) {
+      if (phase == 3) {
+        kern.attn_pack_q(q.data() + i0 * d, d, br, d, 0.18f, qt);
+        kern.attn_store_out(ot, l, br, d, out.data() + i0 * d, d);
+        continue;
+      }
+      for (std::size_t j0 = 0; j0 < n; j0 += bc) {
+        const std::size_t bk = n - j0 < bc ? n - j0 : bc;
+        if (phase == 0) kern.attn_scores(qt, d, k.data() + j0 * d, d, bk, s, br);
+        if (phase == 1) {
+          std::copy(s_saved.begin(), s_saved.begin() + static_cast<std::ptrdiff_t>(bk * br), s);  // timed too:
+          kern.attn_softmax(s, bk, m, l, alpha, br);  // the copy is one load + store per score, listed below
+        }
+        if (phase == 2) kern.attn_pv(s, bk, v.data() + j0 * d, d, d, alpha, ot, br);
+        if (phase == 4) std::copy(s_saved.begin(), s_saved.begin() + static_cast<std::ptrdiff_t>(bk * br), s);
+      }
+    }
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(ot);
+    benchmark::ClobberMemory();
+  }
+  static const char* names[] = {"scores Q·Kᵀ", "online softmax (+ copy)", "P·V + rescale", "Q pack + out store",
+                                "copy alone (subtract from softmax)"};
+  state.SetLabel(names[phase]);
+  const double nn = static_cast<double>(n), dd = static_cast<double>(d);
+  if (phase == 0 || phase == 2) set_flop_counters(state, 2.0 * nn * nn * dd);
+}
+BENCHMARK(BM_attention_phase)->ArgsProduct({{256, 1024}, {64}, {0, 1, 2, 3, 4}});
 
 }  // namespace
 

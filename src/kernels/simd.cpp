@@ -167,20 +167,30 @@ using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size
                               const float*) noexcept;
 
 // One entry per row count 1..MR (the ragged bottom edge): [rows − 1].
+// Attention's register tiles may be taller than matmul's (its loops are short, so fewer, bigger calls pay).
+#ifndef MICROATTN_ATTN_MR
+#define MICROATTN_ATTN_MR gemm_mr
+#endif
+constexpr std::size_t attn_mr = MICROATTN_ATTN_MR;
+
+// One entry per row count 1..MR (the ragged bottom edge): [rows − 1].
+template <std::size_t MR>
 struct TileTable {
-  gemm_tile_fn fn[gemm_mr];
+  gemm_tile_fn fn[MR];
 };
 template <std::size_t NV, bool AColMajor, Epilogue E, std::size_t... I>
-constexpr TileTable make_tile_table(std::index_sequence<I...>) {
-  return TileTable{{&gemm_tile<I + 1, NV, AColMajor, E>...}};
+constexpr TileTable<sizeof...(I)> make_tile_table(std::index_sequence<I...>) {
+  return TileTable<sizeof...(I)>{{&gemm_tile<I + 1, NV, AColMajor, E>...}};
 }
 constexpr auto mr_rows = std::make_index_sequence<gemm_mr>{};
+constexpr auto attn_rows = std::make_index_sequence<attn_mr>{};
 constexpr auto gemm_tiles_store = make_tile_table<gemm_nv, false, Epilogue::store>(mr_rows);
 constexpr auto gemm_tiles_add = make_tile_table<gemm_nv, false, Epilogue::add>(mr_rows);
-constexpr auto gemm_tiles_pv = make_tile_table<gemm_nv, true, Epilogue::scale_add>(mr_rows);
+constexpr auto attn_tiles_qk = make_tile_table<gemm_nv, false, Epilogue::store>(attn_rows);
+constexpr auto attn_tiles_pv = make_tile_table<gemm_nv, true, Epilogue::scale_add>(attn_rows);
 // One vector wide: the last few queries of an attention tile (all of them when n_q is tiny).
-constexpr auto gemm_tiles_store_1v = make_tile_table<1, false, Epilogue::store>(mr_rows);
-constexpr auto gemm_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add>(mr_rows);
+constexpr auto attn_tiles_qk_1v = make_tile_table<1, false, Epilogue::store>(attn_rows);
+constexpr auto attn_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add>(attn_rows);
 
 // Packs columns [j0, j0 + nc) × inner [p0, p0 + kc) of b into NR-wide panels, zero-padded on the right.
 void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, float* bp) noexcept {
@@ -360,14 +370,14 @@ void attn_scores_simd(const float* qt, std::size_t d_k, const float* k, std::siz
   const std::size_t width = lanes_in_use(nq);
   std::size_t iq = 0;
   for (; iq + gemm_nr <= width; iq += gemm_nr)
-    for (std::size_t j = 0; j < bk; j += gemm_mr) {
-      const std::size_t mr = bk - j < gemm_mr ? bk - j : gemm_mr;
-      gemm_tiles_store.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
+    for (std::size_t j = 0; j < bk; j += attn_mr) {
+      const std::size_t mr = bk - j < attn_mr ? bk - j : attn_mr;
+      attn_tiles_qk.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
     }
   for (; iq < width; iq += lanes)
-    for (std::size_t j = 0; j < bk; j += gemm_mr) {
-      const std::size_t mr = bk - j < gemm_mr ? bk - j : gemm_mr;
-      gemm_tiles_store_1v.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
+    for (std::size_t j = 0; j < bk; j += attn_mr) {
+      const std::size_t mr = bk - j < attn_mr ? bk - j : attn_mr;
+      attn_tiles_qk_1v.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
     }
 }
 
@@ -399,14 +409,14 @@ void attn_pv_simd(const float* p, std::size_t bk, const float* v, std::size_t ld
   const std::size_t width = lanes_in_use(nq);
   std::size_t iq = 0;
   for (; iq + gemm_nr <= width; iq += gemm_nr)
-    for (std::size_t c = 0; c < d_v; c += gemm_mr) {
-      const std::size_t mr = d_v - c < gemm_mr ? d_v - c : gemm_mr;
-      gemm_tiles_pv.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
+    for (std::size_t c = 0; c < d_v; c += attn_mr) {
+      const std::size_t mr = d_v - c < attn_mr ? d_v - c : attn_mr;
+      attn_tiles_pv.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
     }
   for (; iq < width; iq += lanes)
-    for (std::size_t c = 0; c < d_v; c += gemm_mr) {
-      const std::size_t mr = d_v - c < gemm_mr ? d_v - c : gemm_mr;
-      gemm_tiles_pv_1v.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
+    for (std::size_t c = 0; c < d_v; c += attn_mr) {
+      const std::size_t mr = d_v - c < attn_mr ? d_v - c : attn_mr;
+      attn_tiles_pv_1v.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
     }
 }
 
