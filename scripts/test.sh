@@ -4,18 +4,19 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh native       the host build only (GCC, -Werror)
 #   scripts/test.sh asan clang   the host suite under AddressSanitizer + UBSan; built with Clang, -Werror
+#   scripts/test.sh fuzz         the libFuzzer targets, 60 s each (scripts/fuzz.sh)
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
-targets=${*:-"native asan clang $linux_targets"}
+targets=${*:-"native asan clang fuzz $linux_targets"}
 
 groups=native
 for t in $targets; do
   case $t in
     native | asan) ;;
-    clang) groups="$groups checks" ;;
+    clang | fuzz) groups="$groups checks" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -50,6 +51,7 @@ for t in $targets; do
       [ -f build-clang/build.ninja ] || export CXX=clang++
       run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
       unset CXX ;;
+    fuzz) scripts/fuzz.sh 60 ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;
