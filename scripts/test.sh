@@ -4,6 +4,7 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh native       the host build only (GCC, -Werror)
 #   scripts/test.sh asan clang   the host suite under AddressSanitizer + UBSan; built with Clang, -Werror
+#   scripts/test.sh fuzz         the libFuzzer targets, 60 s each (scripts/fuzz.sh)
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu or cortex-m4
 #   scripts/test.sh footprint    the Cortex-M4/M7 flash, RAM and stack figures against their budgets
 set -eu
@@ -11,13 +12,13 @@ cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang $linux_targets $mcu_targets footprint"}
+targets=${*:-"native asan clang fuzz $linux_targets $mcu_targets footprint"}
 
 groups=native
 for t in $targets; do
   case $t in
     native | asan) ;;
-    clang) groups="$groups checks" ;;
+    clang | fuzz) groups="$groups checks" ;;
     cortex-m* | footprint) groups="$groups mcu" ;;
     *) groups="$groups cross" ;;
   esac
@@ -56,6 +57,7 @@ for t in $targets; do
     footprint)
       echo "=== footprint"
       /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 ;;
+    fuzz) scripts/fuzz.sh 60 ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;

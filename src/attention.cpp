@@ -76,8 +76,8 @@ inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t
 
 }  // namespace
 
-Status attention_check(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
-                       MatrixView<float> out, const AttentionOptions& options) noexcept {
+Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
+                              MatrixView<float> out, const AttentionOptions& options) noexcept {
   if (q.data == nullptr || k.data == nullptr || v.data == nullptr || out.data == nullptr) return Status::null_pointer;
   if (!shape_ok(q) || !shape_ok(k) || !shape_ok(v) || !shape_ok(out)) return Status::invalid_shape;
   if (k.cols != q.cols || v.rows != k.rows || out.rows != q.rows || out.cols != v.cols) return Status::invalid_shape;
@@ -85,10 +85,20 @@ Status attention_check(MatrixView<const float> q, MatrixView<const float> k, Mat
   const MatrixView<const float>& mask = options.mask;
   if (mask.data != nullptr && (!shape_ok(mask) || mask.rows != q.rows || mask.cols != k.rows))
     return Status::invalid_shape;
-  if (views_overlap(out, q) || views_overlap(out, k) || views_overlap(out, v) ||
-      (mask.data != nullptr && views_overlap(out, mask)))
-    return Status::aliasing;
   return Status::ok;
+}
+
+bool attention_out_overlaps(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
+                            MatrixView<float> out, const AttentionOptions& options) noexcept {
+  return views_overlap(out, q) || views_overlap(out, k) || views_overlap(out, v) ||
+         (options.mask.data != nullptr && views_overlap(out, options.mask));
+}
+
+Status attention_check(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
+                       MatrixView<float> out, const AttentionOptions& options) noexcept {
+  const Status st = attention_check_shapes(q, k, v, out, options);
+  if (st != Status::ok) return st;
+  return attention_out_overlaps(q, k, v, out, options) ? Status::aliasing : Status::ok;
 }
 
 void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
@@ -176,11 +186,13 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
 
 Status attention(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v, MatrixView<float> out,
                  float* workspace, std::size_t workspace_floats, const AttentionOptions& options) noexcept {
+  // The documented order: null pointers, shapes, workspace size, then overlaps.
   if (workspace == nullptr) return Status::null_pointer;
-  const Status st = detail::attention_check(q, k, v, out, options);
+  const Status st = detail::attention_check_shapes(q, k, v, out, options);
   if (st != Status::ok) return st;
   const std::size_t needed = attention_workspace_floats(q.cols, v.cols);
   if (workspace_floats < needed) return Status::workspace_too_small;
+  if (detail::attention_out_overlaps(q, k, v, out, options)) return Status::aliasing;
   // Only the first `needed` floats are used, so only they must not overlap anything.
   const MatrixView<const float> ws{workspace, 1, needed, needed};
   if (detail::views_overlap(ws, q) || detail::views_overlap(ws, k) || detail::views_overlap(ws, v) ||

@@ -233,6 +233,9 @@ TEST(BadInput, AttentionOutputOverlapsAnInput) {
            "workspace overlaps k");
   t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), a.out.data() - 3, a.need), S::aliasing,
            "workspace overlaps out");
+  // The order of the checks: a too-small workspace is reported before any overlap (found by the fuzzer).
+  t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), {a.v.data(), 6, 5, 5}, a.ws.data(), a.need - 1),
+           S::workspace_too_small, "out is v and the workspace is short");
 }
 
 TEST(BadInput, AttentionCausalOffsetHidingEveryKeyIsValidAndGivesZeros) {

@@ -25,7 +25,8 @@ Status softmax_rows(MatrixView<float> x) noexcept;
 // (x below −103.98 gives 0) — except on ARMv7 NEON builds, whose vector unit flushes subnormals to zero by
 // architecture; exp(−inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN.
 // x and y may be the same array (in place); partially overlapping arrays give aliasing.
-// Errors (y untouched): null_pointer if x or y is null with n > 0; aliasing for partial overlap. n == 0 is ok.
+// Errors (y untouched): null_pointer if x or y is null with n > 0; invalid_shape if n floats overflow the address
+// space; aliasing for partial overlap. n == 0 is ok.
 Status exp_elements(const float* x, float* y, std::size_t n) noexcept;
 
 // Bound, in units in the last place, of exp_elements on normal results (the figure the tests check).

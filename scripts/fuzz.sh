@@ -1,0 +1,50 @@
+#!/bin/sh
+# Builds the libFuzzer targets of tests/fuzz with Clang (ASan + UBSan + coverage, build dir build-fuzz), runs their
+# Meson tests (each seed corpus once, and the planted-discrepancy checks), then fuzzes each target for a bounded
+# time starting from its seed corpus, and prints how many executions each did.
+#   scripts/fuzz.sh                      60 s per target
+#   scripts/fuzz.sh 10                   10 s per target
+#   scripts/fuzz.sh 30 attention layers  only those targets (matmul softmax attention layers)
+# Exits non-zero if a test or a target fails. A failing input is saved as build-fuzz/fuzz-artifacts/<target>-crash-*;
+# rerun it with build-fuzz/tests/fuzz/fuzz_<target> FILE. Inputs that found new coverage accumulate in
+# build-fuzz/fuzz-corpus/<target>/ (reused by the next run; the committed seeds stay as they are).
+set -eu
+cd "$(dirname "$0")/.."
+
+seconds=${1:-60}
+[ $# -gt 0 ] && shift
+targets=${*:-"matmul softmax attention layers"}
+dir=build-fuzz
+
+if [ -f "$dir/build.ninja" ]; then
+  meson configure "$dir" -Dfuzz=true
+else
+  CXX=clang++ meson setup "$dir" -Dfuzz=true -Dwerror=true -Dbuildtype=debugoptimized -Dtests=disabled \
+    -Dbenchmarks=disabled -Dexamples=false
+fi
+ninja -C "$dir"
+
+status=0
+meson test -C "$dir" --suite fuzz --print-errorlogs || status=1
+
+mkdir -p "$dir/fuzz-artifacts" "$dir/fuzz-logs"
+for t in $targets; do
+  [ -d "tests/fuzz/corpus/$t" ] || { echo "fuzz.sh: no target '$t'" >&2; exit 2; }
+  mkdir -p "$dir/fuzz-corpus/$t"
+  log="$dir/fuzz-logs/$t.log"
+  if "$dir/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=60 -print_final_stats=1 \
+    -artifact_prefix="$dir/fuzz-artifacts/$t-" "$dir/fuzz-corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FAILED
+    status=1
+  fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  echo "fuzz_$t: ${execs:-?} executions in $seconds s: $result"
+  if [ "$result" = FAILED ]; then
+    grep -A2 -E 'FUZZ CHECK FAILED|ERROR: (AddressSanitizer|libFuzzer)|runtime error|SUMMARY|Test unit written' "$log" |
+      head -40 >&2 || true
+    echo "    (full log: $log)" >&2
+  fi
+done
+exit $status
