@@ -127,7 +127,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
   const bool v_finite = all_finite(v);
 
-  // Lane groups of the causal diagonal: one vector wide (4 lanes for the scalar kernels).
+  // Lane groups of the causal staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
@@ -163,19 +163,19 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       l[i] = 0.0f;
     }
 
-    // Every lane of the tile sees keys [0, vis_first) (causal: what its first query sees). Past that, under
-    // the causal rule, lanes go in groups of one vector, each only as far as its own last query sees: the
-    // per-lane online softmax does not care that neighbouring lanes consumed different keys. Key blocks
-    // no lane of a group may see are never computed.
-    const std::size_t vis_first = options.causal ? causal_visible(i0, off, n_kv) : n_kv;
-    for (std::size_t j0 = 0; j0 < vis_first; j0 += bc) run_block(0, bq, j0, min_size(bc, vis_first - j0));
-    if (options.causal)
-      for (std::size_t g0 = 0; g0 < bq; g0 += group) {
-        const std::size_t g_end = min_size(g0 + group, bq);
-        const std::size_t vis_group = causal_visible(i0 + g_end - 1, off, n_kv);
-        for (std::size_t j0 = vis_first; j0 < vis_group; j0 += bc)
-          run_block(g0, g_end - g0, j0, min_size(bc, vis_group - j0));
-      }
+    // Causal: a staircase over lane groups of one vector. Group g's last query sees keys [0, vis_g); lanes from
+    // group g on all need keys [vis_(g−1), vis_g), so that segment runs once for lanes [g·group, bq) — full
+    // width as far as possible, one vector on the last step. Keys no lane of the tile sees are never
+    // computed, and the wasted triangle is one vector wide. (The per-lane online softmax does not care that
+    // lanes consumed different keys.) Dense: one segment, all keys, all lanes.
+    std::size_t seg_start = 0;
+    for (std::size_t g0 = 0; g0 < bq; g0 += group) {
+      const std::size_t g_end = options.causal ? min_size(g0 + group, bq) : bq;
+      const std::size_t seg_end = options.causal ? causal_visible(i0 + g_end - 1, off, n_kv) : n_kv;
+      for (std::size_t j0 = seg_start; j0 < seg_end; j0 += bc) run_block(g0, bq - g0, j0, min_size(bc, seg_end - j0));
+      seg_start = seg_end > seg_start ? seg_end : seg_start;
+      if (!options.causal) break;
+    }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
     kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);

@@ -172,6 +172,8 @@ using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size
 #define MICROATTN_ATTN_MR gemm_mr
 #endif
 constexpr std::size_t attn_mr = MICROATTN_ATTN_MR;
+// One-vector tiles: the same height (tried twice as tall: no faster, as 16 broadcasts per 16 FMAs load-bound it).
+constexpr std::size_t attn_mr_1v = attn_mr;
 
 // One entry per row count 1..MR (the ragged bottom edge): [rows − 1].
 template <std::size_t MR>
@@ -184,13 +186,14 @@ constexpr TileTable<sizeof...(I)> make_tile_table(std::index_sequence<I...>) {
 }
 constexpr auto mr_rows = std::make_index_sequence<gemm_mr>{};
 constexpr auto attn_rows = std::make_index_sequence<attn_mr>{};
+constexpr auto attn_rows_1v = std::make_index_sequence<attn_mr_1v>{};
 constexpr auto gemm_tiles_store = make_tile_table<gemm_nv, false, Epilogue::store>(mr_rows);
 constexpr auto gemm_tiles_add = make_tile_table<gemm_nv, false, Epilogue::add>(mr_rows);
 constexpr auto attn_tiles_qk = make_tile_table<gemm_nv, false, Epilogue::store>(attn_rows);
 constexpr auto attn_tiles_pv = make_tile_table<gemm_nv, true, Epilogue::scale_add>(attn_rows);
 // One vector wide: the last few queries of an attention tile (all of them when n_q is tiny).
-constexpr auto attn_tiles_qk_1v = make_tile_table<1, false, Epilogue::store>(attn_rows);
-constexpr auto attn_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add>(attn_rows);
+constexpr auto attn_tiles_qk_1v = make_tile_table<1, false, Epilogue::store>(attn_rows_1v);
+constexpr auto attn_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add>(attn_rows_1v);
 
 // Packs columns [j0, j0 + nc) × inner [p0, p0 + kc) of b into NR-wide panels, zero-padded on the right.
 void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, float* bp) noexcept {
@@ -250,9 +253,12 @@ void gemm_simd(const GemmArgs& g) noexcept {
 // queries-in-lanes layout once; done a float at a time that cost ~6 % at n = 256 and most of a tiny call.
 // xsimd 8.1 has no transpose (and its zip_lo/zip_hi interleave within 128-bit lanes), hence intrinsics.
 
+// Always inlined: a call would send the whole block through memory twice.
+#define MICROATTN_TRANSPOSE inline __attribute__((always_inline)) void transpose_block
+
 #if XSIMD_WITH_AVX512F
 #define MICROATTN_HAVE_TRANSPOSE 1
-void transpose_block(vfloat* rows) noexcept {  // 16 × 16
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {  // 16 × 16
   __m512 t[16], u[16];
   for (int k = 0; k < 8; ++k) {  // 32-bit interleave of row pairs, within 128-bit lanes
     t[2 * k] = _mm512_unpacklo_ps(rows[2 * k], rows[2 * k + 1]);
@@ -276,7 +282,7 @@ void transpose_block(vfloat* rows) noexcept {  // 16 × 16
 }
 #elif XSIMD_WITH_AVX
 #define MICROATTN_HAVE_TRANSPOSE 1
-void transpose_block(vfloat* rows) noexcept {    // 8 × 8
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 8 × 8
   __m256 t[8], u[8];
   for (int k = 0; k < 4; ++k) {
     t[2 * k] = _mm256_unpacklo_ps(rows[2 * k], rows[2 * k + 1]);
@@ -295,7 +301,7 @@ void transpose_block(vfloat* rows) noexcept {    // 8 × 8
 }
 #elif XSIMD_WITH_SSE2
 #define MICROATTN_HAVE_TRANSPOSE 1
-void transpose_block(vfloat* rows) noexcept {    // 4 × 4
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 4 × 4
   const __m128 t0 = _mm_unpacklo_ps(rows[0], rows[1]), t1 = _mm_unpackhi_ps(rows[0], rows[1]);
   const __m128 t2 = _mm_unpacklo_ps(rows[2], rows[3]), t3 = _mm_unpackhi_ps(rows[2], rows[3]);
   rows[0] = _mm_movelh_ps(t0, t2);
@@ -305,7 +311,7 @@ void transpose_block(vfloat* rows) noexcept {    // 4 × 4
 }
 #elif XSIMD_WITH_NEON
 #define MICROATTN_HAVE_TRANSPOSE 1
-void transpose_block(vfloat* rows) noexcept {    // 4 × 4
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 4 × 4
   const float32x4x2_t a = vtrnq_f32(rows[0], rows[1]), b = vtrnq_f32(rows[2], rows[3]);
   rows[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
   rows[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
@@ -375,29 +381,43 @@ void attn_scores_simd(const float* qt, std::size_t d_k, const float* k, std::siz
       attn_tiles_qk.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
     }
   for (; iq < width; iq += lanes)
-    for (std::size_t j = 0; j < bk; j += attn_mr) {
-      const std::size_t mr = bk - j < attn_mr ? bk - j : attn_mr;
+    for (std::size_t j = 0; j < bk; j += attn_mr_1v) {
+      const std::size_t mr = bk - j < attn_mr_1v ? bk - j : attn_mr_1v;
       attn_tiles_qk_1v.fn[mr - 1](k + j * ldk, ldk, qt + iq, br, d_k, s + j * br + iq, br, nullptr);
     }
 }
 
 void attn_softmax_simd(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
+  // The block max and the block sum run as four independent chains each: one chain would wait out the
+  // max/add latency on every key and make this step latency-bound instead of throughput-bound.
   const std::size_t width = lanes_in_use(nq);
+  const std::size_t bk4 = bk - bk % 4;
   for (std::size_t iq = 0; iq < width; iq += lanes) {
+    float* sq = s + iq;
     const vfloat m_old = vfloat::load_aligned(m + iq);
-    vfloat mb = m_old;
-    for (std::size_t j = 0; j < bk; ++j) mb = xsimd::max(mb, vfloat::load_aligned(s + j * br + iq));
+    vfloat mx[4] = {m_old, m_old, m_old, m_old};
+    std::size_t j = 0;
+    for (; j < bk4; j += 4)
+      for (std::size_t u = 0; u < 4; ++u) mx[u] = xsimd::max(mx[u], vfloat::load_aligned(sq + (j + u) * br));
+    for (; j < bk; ++j) mx[0] = xsimd::max(mx[0], vfloat::load_aligned(sq + j * br));
+    const vfloat mb = xsimd::max(xsimd::max(mx[0], mx[1]), xsimd::max(mx[2], mx[3]));
     // NaN: if max dropped it, its own 2^(NaN − m) below is NaN and poisons the sum of that lane only.
     const vfloat m_use = xsimd::select(mb == vfloat(-INFINITY), vfloat(0.0f), mb);
     const vfloat a = exp2_nonpositive_vec(m_old - m_use);
-    vfloat sum(0.0f);
-    for (std::size_t j = 0; j < bk; ++j) {
-      const vfloat p = exp2_nonpositive_vec(vfloat::load_aligned(s + j * br + iq) - m_use);
-      p.store_aligned(s + j * br + iq);
-      sum += p;
+    vfloat sum[4] = {vfloat(0.0f), vfloat(0.0f), vfloat(0.0f), vfloat(0.0f)};
+    for (j = 0; j < bk4; j += 4)
+      for (std::size_t u = 0; u < 4; ++u) {
+        const vfloat p = exp2_nonpositive_vec(vfloat::load_aligned(sq + (j + u) * br) - m_use);
+        p.store_aligned(sq + (j + u) * br);
+        sum[u] += p;
+      }
+    for (; j < bk; ++j) {
+      const vfloat p = exp2_nonpositive_vec(vfloat::load_aligned(sq + j * br) - m_use);
+      p.store_aligned(sq + j * br);
+      sum[0] += p;
     }
     a.store_aligned(alpha + iq);
-    xsimd::fma(vfloat::load_aligned(l + iq), a, sum).store_aligned(l + iq);
+    xsimd::fma(vfloat::load_aligned(l + iq), a, (sum[0] + sum[1]) + (sum[2] + sum[3])).store_aligned(l + iq);
     mb.store_aligned(m + iq);
   }
 }
@@ -414,8 +434,8 @@ void attn_pv_simd(const float* p, std::size_t bk, const float* v, std::size_t ld
       attn_tiles_pv.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
     }
   for (; iq < width; iq += lanes)
-    for (std::size_t c = 0; c < d_v; c += attn_mr) {
-      const std::size_t mr = d_v - c < attn_mr ? d_v - c : attn_mr;
+    for (std::size_t c = 0; c < d_v; c += attn_mr_1v) {
+      const std::size_t mr = d_v - c < attn_mr_1v ? d_v - c : attn_mr_1v;
       attn_tiles_pv_1v.fn[mr - 1](v + c, ldv, p + iq, br, bk, ot + c * br + iq, br, alpha + iq);
     }
 }
