@@ -134,7 +134,8 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
     const std::size_t bq = min_size(br, n_q - i0);
     // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, causal hiding (only
     // where a lane's limit falls inside the block), online-softmax update, P·V.
-    auto run_block = [&](std::size_t a, std::size_t nl, std::size_t j0, std::size_t bk) {
+    // Inlined (one call site): its own frame would sit on every layer call's deepest stack path.
+    auto run_block = [&](std::size_t a, std::size_t nl, std::size_t j0, std::size_t bk) __attribute__((always_inline)) {
       kern.attn_scores(qt + a, d_k, k.data + j0 * k.stride, k.stride, bk, s + a, nl);
       if (mask.data != nullptr)
         for (std::size_t i = a; i < a + nl; ++i) {

@@ -101,21 +101,8 @@ constexpr std::size_t br = attention_block_q;
 
 void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
                         std::size_t nq) noexcept {
-  // s[j][i] = k_j · q_i, four queries at a time (the whole tile on Cortex-M): four accumulators, one load of
-  // k per step, and a frame of a few words (this is on the deepest stack path of every layer call).
-  for (std::size_t j = 0; j < bk; ++j) {
-    const float* kj = k + j * ldk;
-    for (std::size_t i0 = 0; i0 < nq; i0 += 4) {
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      const std::size_t w = nq - i0 < 4 ? nq - i0 : 4;
-      for (std::size_t p = 0; p < d_k; ++p) {
-        const float kv = kj[p];
-        const float* qp = qt + p * br + i0;
-        for (std::size_t i = 0; i < 4; ++i) acc[i] = fmadd(qp[i < w ? i : 0], kv, acc[i]);
-      }
-      for (std::size_t i = 0; i < w; ++i) s[j * br + i0 + i] = acc[i];
-    }
-  }
+  const GemmArgs g{k, ldk, qt, br, false, s, br, bk, nq, d_k};
+  gemm_scalar(g);
 }
 
 void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
@@ -135,18 +122,31 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
   }
 }
 
-void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
-                    const float* alpha, float* ot, std::size_t nq) noexcept {
+// Lanes [0, width): Width is the tile's full Br (a constant, so the lane loop unrolls — 4 lanes on Cortex-M)
+// or 0 for a run-time width (short tiles, causal steps).
+template <std::size_t Width>
+void attn_pv_lanes(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v, const float* alpha,
+                   float* ot, std::size_t nq) noexcept {
+  const std::size_t w = Width != 0 ? Width : nq;
   for (std::size_t c = 0; c < d_v; ++c)
-    for (std::size_t i = 0; i < nq; ++i) ot[c * br + i] *= alpha[i];
+    for (std::size_t i = 0; i < w; ++i) ot[c * br + i] *= alpha[i];
   for (std::size_t j = 0; j < bk; ++j) {
     const float* pj = p + j * br;
     const float* vj = v + j * ldv;
     for (std::size_t c = 0; c < d_v; ++c) {
       const float vjc = vj[c];
       float* oc = ot + c * br;
-      for (std::size_t i = 0; i < nq; ++i) oc[i] = fmadd(vjc, pj[i], oc[i]);
+      for (std::size_t i = 0; i < w; ++i) oc[i] = fmadd(vjc, pj[i], oc[i]);
     }
+  }
+}
+
+void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
+                    const float* alpha, float* ot, std::size_t nq) noexcept {
+  if (nq == br) {
+    attn_pv_lanes<br>(p, bk, v, ldv, d_v, alpha, ot, nq);
+  } else {
+    attn_pv_lanes<0>(p, bk, v, ldv, d_v, alpha, ot, nq);
   }
 }
 
