@@ -11,6 +11,7 @@
 
 #include <microattn/microattn.hpp>
 
+#include "bench_common.hpp"
 #include "kernels/kernels.hpp"
 #include "peak.hpp"
 
@@ -18,21 +19,8 @@ namespace ma = microattn;
 
 namespace {
 
-double g_peak_gflops = 0.0;
-
-std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-void set_flop_counters(benchmark::State& state, double flops_per_iter) {
-  state.counters["GFLOPS"] = benchmark::Counter(flops_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["pct_peak"] =
-      benchmark::Counter(flops_per_iter * 1e-9 * 100.0 / g_peak_gflops, benchmark::Counter::kIsIterationInvariantRate);
-}
+using bench::random_vector;
+using bench::set_flop_counters;
 
 // args: n (= n_q = n_kv), d (= d_k = d_v), causal
 void BM_attention(benchmark::State& state) {
@@ -156,14 +144,14 @@ BENCHMARK(BM_attention_phase)->ArgsProduct({{256, 1024}, {64}, {0, 1, 2, 3, 4}})
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_peak_gflops = bench::measure_fma_peak_gflops();
+  bench::peak_gflops() = bench::measure_fma_peak_gflops();
   std::printf(
       "microattn kernels: %s; tiles: %zu queries × %zu keys; single-core FMA peak (%s) measured at start: "
       "%.1f GFLOP/s\n",
-      ma::simd_arch(), ma::attention_block_q, ma::attention_block_kv, bench::peak_arch(), g_peak_gflops);
+      ma::simd_arch(), ma::attention_block_q, ma::attention_block_kv, bench::peak_arch(), bench::peak_gflops());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("fma_peak_gflops", std::to_string(g_peak_gflops));
+  benchmark::AddCustomContext("fma_peak_gflops", std::to_string(bench::peak_gflops()));
   benchmark::AddCustomContext("simd_arch", ma::simd_arch());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
