@@ -149,11 +149,5 @@ int main(int argc, char** argv) {
       "microattn kernels: %s; tiles: %zu queries × %zu keys; single-core FMA peak (%s) measured at start: "
       "%.1f GFLOP/s\n",
       ma::simd_arch(), ma::attention_block_q, ma::attention_block_kv, bench::peak_arch(), bench::peak_gflops());
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("fma_peak_gflops", std::to_string(bench::peak_gflops()));
-  benchmark::AddCustomContext("simd_arch", ma::simd_arch());
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks(argc, argv, ma::simd_arch());
 }

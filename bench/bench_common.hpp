@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace bench {
@@ -28,6 +29,18 @@ inline void set_flop_counters(benchmark::State& state, double flops_per_iter) {
   state.counters["GFLOPS"] = benchmark::Counter(flops_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["pct_peak"] =
       benchmark::Counter(flops_per_iter * 1e-9 * 100.0 / peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The rest of a benchmark program's main, after the peak was measured and the headline printed: Google
+// Benchmark's flags, the peak and the instruction set in the JSON context, the run.
+inline int run_benchmarks(int argc, char** argv, const char* simd_arch) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("fma_peak_gflops", std::to_string(peak_gflops()));
+  benchmark::AddCustomContext("simd_arch", simd_arch);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace bench

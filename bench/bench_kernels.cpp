@@ -130,11 +130,5 @@ int main(int argc, char** argv) {
   bench::peak_gflops() = bench::measure_fma_peak_gflops();
   std::printf("microattn kernels: %s, matmul %s; single-core FMA peak (%s) measured at start: %.1f GFLOP/s\n",
               ma::simd_arch(), ma::matmul_kernel_name(), bench::peak_arch(), bench::peak_gflops());
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("fma_peak_gflops", std::to_string(bench::peak_gflops()));
-  benchmark::AddCustomContext("simd_arch", ma::simd_arch());
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks(argc, argv, ma::simd_arch());
 }
