@@ -39,6 +39,7 @@
 
 #include <microattn/microattn.hpp>
 
+#include "bench_common.hpp"
 #include "peak.hpp"
 #include "reference.hpp"
 
@@ -77,13 +78,7 @@ struct Problem {
   std::vector<double> want, weighted_abs, score_abs;  // ref::attention's outputs
 };
 
-std::vector<float> random_vector(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using bench::random_vector;
 
 // Built on first use and kept: every implementation of a shape and mode is checked against the same numbers.
 const Problem& problem(std::size_t n, std::size_t d, bool causal) {

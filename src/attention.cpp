@@ -121,9 +121,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   const float q_factor = scale * log2e;  // scores in log2 units: the exp becomes a bare 2^x
   const MatrixView<const float>& mask = options.mask;
   // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
-  std::ptrdiff_t off = options.causal_offset;
-  const std::ptrdiff_t off_lo = -static_cast<std::ptrdiff_t>(n_q), off_hi = static_cast<std::ptrdiff_t>(n_kv);
-  off = off < off_lo ? off_lo : (off > off_hi ? off_hi : off);
+  const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
   const bool v_finite = all_finite(v);
 

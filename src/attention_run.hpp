@@ -10,6 +10,13 @@
 namespace microattn {
 namespace detail {
 
+// The causal offset clamped to [−n_q, n_kv]: beyond, every key is hidden (or visible) alike, and a tile's
+// offset (this plus its first row) then cannot overflow.
+inline std::ptrdiff_t clamp_causal_offset(std::ptrdiff_t off, std::size_t n_q, std::size_t n_kv) noexcept {
+  const std::ptrdiff_t lo = -static_cast<std::ptrdiff_t>(n_q), hi = static_cast<std::ptrdiff_t>(n_kv);
+  return off < lo ? lo : (off > hi ? hi : off);
+}
+
 // Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats.
 void attention_run(const Kernels& kernels, MatrixView<const float> q, MatrixView<const float> k,
                    MatrixView<const float> v, MatrixView<float> out, float* workspace,

@@ -59,9 +59,7 @@ Status layer_forward(const LayerShape& shape, const LayerWeights& w, const Layer
   linear(kern, context.data, context.stride, n_kv, d, w.v_weight, w.v_bias, kv_dim, buf.v, kv_dim);
 
   // The tile's causal offset is the caller's plus i0; clamp first so the sum cannot overflow.
-  std::ptrdiff_t off = options.causal_offset;
-  const std::ptrdiff_t off_lo = -static_cast<std::ptrdiff_t>(n_q), off_hi = static_cast<std::ptrdiff_t>(n_kv);
-  off = off < off_lo ? off_lo : (off > off_hi ? off_hi : off);
+  const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
   const std::size_t group = shape.heads / shape.kv_heads;
 
   // One query tile at a time: its rows of `query` are read (into Q) before its rows of y are written, which

@@ -33,6 +33,16 @@ inline float bits_float(std::uint32_t u) noexcept {
   return f;
 }
 
+// c0 + c1·r + … + c6·r⁶ in Horner form: both exps' polynomials (the vector kernels evaluate in the same order).
+inline float horner6(float r, float c0, float c1, float c2, float c3, float c4, float c5, float c6) noexcept {
+  float p = fmadd(c6, r, c5);
+  p = fmadd(p, r, c4);
+  p = fmadd(p, r, c3);
+  p = fmadd(p, r, c2);
+  p = fmadd(p, r, c1);
+  return fmadd(p, r, c0);
+}
+
 // e^x, the same algorithm (exp_constants.hpp) as the vector kernels, one float at a time.
 inline float exp_scalar(float x) noexcept {
   using namespace exp_constants;
@@ -42,12 +52,7 @@ inline float exp_scalar(float x) noexcept {
   const float n = t - round_magic;
   float r = fmadd(n, -ln2_hi, x);
   r = fmadd(n, -ln2_lo, r);
-  float p = fmadd(c6, r, c5);
-  p = fmadd(p, r, c4);
-  p = fmadd(p, r, c3);
-  p = fmadd(p, r, c2);
-  p = fmadd(p, r, c1);
-  p = fmadd(p, r, c0);
+  const float p = horner6(r, c0, c1, c2, c3, c4, c5, c6);
   const std::int32_t ni = static_cast<std::int32_t>(float_bits(t) - float_bits(round_magic));
   const std::int32_t e1 = ni >> 1;  // n in [−150, 128]: both halves keep 2^e normal (arithmetic shift)
   const std::int32_t e2 = ni - e1;
@@ -62,12 +67,7 @@ inline float exp2_nonpositive_scalar(float x) noexcept {
   x = x < x_min ? x_min : x;  // NaN passes through
   const float t = x + round_magic;
   const float r = x - (t - round_magic);
-  float p = fmadd(c6, r, c5);
-  p = fmadd(p, r, c4);
-  p = fmadd(p, r, c3);
-  p = fmadd(p, r, c2);
-  p = fmadd(p, r, c1);
-  p = fmadd(p, r, c0);
+  const float p = horner6(r, c0, c1, c2, c3, c4, c5, c6);
   const std::uint32_t e = (float_bits(t) - float_bits(round_magic) + 127u) << 23;  // n >= −127: field >= 0
   return p * bits_float(e);
 }
