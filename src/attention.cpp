@@ -6,6 +6,7 @@
 
 #include "attention_run.hpp"
 #include "check.hpp"
+#include "kernels/scalar_math.hpp"
 
 namespace microattn {
 namespace detail {
@@ -66,6 +67,158 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
   }
 }
 
+// ---- the exact row path ------------------------------------------------------------------------------------
+// The fused loop runs in float with the scores pre-multiplied by scale·log2(e). For finite inputs that can
+// overflow where the true result is finite (q·scale·log2 e, the score in log2 units, mask·log2 e, the
+// un-normalised Σ p·v) or lose its precision (a subnormal scale·log2 e). Such rows are recomputed here, one
+// at a time, in float again but with power-of-two rescaling so that no intermediate overflows or underflows.
+// The same routine decides every row that involves a non-finite value, so the rules of README "Non-finite
+// values" have one implementation. Only rows the fused loop flags come here: finite inputs never pay.
+
+constexpr float float_max = 3.40282347e38f;
+
+inline bool is_finite(float x) noexcept { return (float_bits(x) & 0x7f800000u) != 0x7f800000u; }
+
+// floor(log2 |x|) for a normal x, −126 for subnormals and zero (finite x).
+inline int exponent_of(float x) noexcept {
+  const int e = static_cast<int>((float_bits(x) >> 23) & 0xffu);
+  return e == 0 ? -126 : e - 127;
+}
+
+// 2^e for e in [−149, 127], exactly.
+inline float pow2(int e) noexcept {
+  return e >= -126 ? bits_float(static_cast<std::uint32_t>(e + 127) << 23)
+                   : bits_float(std::uint32_t{1} << static_cast<unsigned>(e + 149));
+}
+
+// x·2^e for a finite x, saturated at ±FLT_MAX (the result is finite whenever x is); steps of 2^±126.
+inline float times_pow2(float x, int e) noexcept {
+  e = e > 400 ? 400 : (e < -400 ? -400 : e);
+  for (; e > 126; e -= 126) x *= pow2(126);
+  for (; e < -126; e += 126) x *= pow2(-126);
+  x *= pow2(e);
+  return is_finite(x) ? x : std::copysign(float_max, x);
+}
+
+// a + b for finite a and b, saturated at ±FLT_MAX.
+inline float saturating_add(float a, float b) noexcept {
+  const float t = a + b;
+  return is_finite(t) ? t : std::copysign(float_max, t);
+}
+
+inline int max_exponent(const float* x, std::size_t n) noexcept {
+  int e = -126;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int ei = exponent_of(x[i]);
+    e = ei > e ? ei : e;
+  }
+  return e;
+}
+
+// scale·(q·k) in natural units. Finite inputs: q and k are brought to [1, 2) by powers of two (so every product
+// is < 4 and the sum cannot overflow), scale is split as mantissa·2^exponent, and the exponents are applied
+// last, once: a scale of 2^−149 or a product of 1e44 is no problem. The result saturates at ±FLT_MAX.
+// Anything non-finite: plain IEEE arithmetic (NaN stays NaN, ±inf stays infinite).
+struct ExactScale {
+  float value;     // the scale itself
+  float mantissa;  // value = mantissa·2^exponent, |mantissa| in [1, 2); valid when finite
+  int exponent;
+  bool finite;
+};
+
+inline ExactScale split_scale(float scale) noexcept {
+  ExactScale s{scale, 1.0f, 0, is_finite(scale) && scale != 0.0f};
+  if (s.finite) {
+    const bool subnormal = std::fabs(scale) < pow2(-126);
+    const float a = std::fabs(scale) * (subnormal ? pow2(23) : 1.0f);  // exact, and normal
+    const int e = exponent_of(a);
+    s.exponent = subnormal ? e - 23 : e;
+    s.mantissa = std::copysign(a * pow2(-e), scale);
+  }
+  return s;
+}
+
+float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std::size_t d_k,
+                  const ExactScale& sc) noexcept {
+  if (!q_finite || !sc.finite || !row_finite(kj, d_k)) {
+    float dot = 0.0f;
+    for (std::size_t p = 0; p < d_k; ++p) dot += q[p] * kj[p];
+    return dot * sc.value;
+  }
+  const int k_exp = max_exponent(kj, d_k);
+  const float fq = pow2(-q_exp), fk = pow2(-k_exp);
+  float dot = 0.0f;
+  for (std::size_t p = 0; p < d_k; ++p) dot = fmadd(q[p] * fq, kj[p] * fk, dot);
+  return times_pow2(dot * sc.mantissa, q_exp + k_exp + sc.exponent);
+}
+
+// Row i of attention, exactly as README "Numerical contract" and "Non-finite values" define it:
+//  - key j is hidden when the causal rule hides it (j >= n_visible) or its mask entry is −inf; hidden keys are
+//    never read;
+//  - t_j = score_j + mask_ij (saturated at ±FLT_MAX when both are finite); any NaN or +inf t_j: the row is NaN;
+//  - p_j = e^(t_j − max t), out = Σ p_j·v_j / Σ p_j; no key with t_j > −inf: zeros;
+//  - then every column c in which a visible key has a NaN or ±inf v_jc is NaN, whatever p_j (even 0).
+// scratch: 2·d_v floats.
+void attention_row_exact(const float* q, std::size_t d_k, MatrixView<const float> k, MatrixView<const float> v,
+                         const float* mask_row, std::size_t n_visible, const ExactScale& sc, float* out,
+                         float* scratch) noexcept {
+  const std::size_t d_v = v.cols;
+  float* acc = scratch;            // Σ p_j·v_jc·2^−e_c
+  float* col_exp = scratch + d_v;  // e_c, or NaN for a column that must come out NaN
+  const bool q_finite = row_finite(q, d_k);
+  const int q_exp = q_finite ? max_exponent(q, d_k) : 0;
+  auto visible = [&](std::size_t j) { return mask_row == nullptr || mask_row[j] != -INFINITY; };
+  auto score = [&](std::size_t j) {
+    const float s = exact_score(q, q_finite, q_exp, k.data + j * k.stride, d_k, sc);
+    if (mask_row == nullptr) return s;
+    return is_finite(s) && is_finite(mask_row[j]) ? saturating_add(s, mask_row[j]) : s + mask_row[j];
+  };
+
+  // Pass 1: the max score, and per column of v the largest exponent (accumulating v·2^−e_c cannot overflow).
+  for (std::size_t c = 0; c < d_v; ++c) col_exp[c] = -126.0f;
+  float m = -INFINITY;
+  bool row_nan = false;
+  for (std::size_t j = 0; j < n_visible; ++j) {
+    if (!visible(j)) continue;
+    const float t = score(j);
+    row_nan = row_nan || !(t < INFINITY);  // NaN or +inf
+    m = t > m ? t : m;
+    const float* vj = v.data + j * v.stride;
+    for (std::size_t c = 0; c < d_v; ++c) {
+      const float e = is_finite(vj[c]) ? static_cast<float>(exponent_of(vj[c])) : NAN;
+      col_exp[c] = e > col_exp[c] || e != e ? e : col_exp[c];  // NaN sticks
+    }
+  }
+  if (row_nan) {
+    for (std::size_t c = 0; c < d_v; ++c) out[c] = NAN;
+    return;
+  }
+  // Pass 2: probabilities and the weighted sum. Columns below 2^60 are not rescaled (nothing can overflow).
+  for (std::size_t c = 0; c < d_v; ++c) {
+    acc[c] = 0.0f;
+    if (col_exp[c] < 60.0f) col_exp[c] = 0.0f;
+  }
+  float l = 0.0f;
+  if (m > -INFINITY)
+    for (std::size_t j = 0; j < n_visible; ++j) {
+      if (!visible(j)) continue;
+      const float t = score(j);
+      if (t == -INFINITY) continue;
+      const float p = exp2_nonpositive_scalar((t - m) * log2e);  // t − m <= 0; below −FLT_MAX it is −inf: p = 0
+      l += p;
+      const float* vj = v.data + j * v.stride;
+      for (std::size_t c = 0; c < d_v; ++c)
+        if (col_exp[c] == col_exp[c]) acc[c] = fmadd(p, vj[c] * pow2(-static_cast<int>(col_exp[c])), acc[c]);
+    }
+  for (std::size_t c = 0; c < d_v; ++c) {
+    if (col_exp[c] != col_exp[c]) {
+      out[c] = NAN;
+    } else {
+      out[c] = l == 0.0f ? 0.0f : times_pow2(acc[c] / l, static_cast<int>(col_exp[c]));
+    }
+  }
+}
+
 // Number of keys query i may see under the causal rule j <= i + off, clamped to [0, n_kv]. off has been
 // clamped to [−n_q, n_kv] beforehand, so nothing overflows.
 inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t n_kv) noexcept {
@@ -77,8 +230,9 @@ inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t
 }  // namespace
 
 Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
-                              MatrixView<float> out, const AttentionOptions& options) noexcept {
+                              MatrixView<float> out, const AttentionOptions& options, const float* workspace) noexcept {
   if (q.data == nullptr || k.data == nullptr || v.data == nullptr || out.data == nullptr) return Status::null_pointer;
+  if (!all_aligned(q, k, v, out, options.mask, workspace)) return Status::misaligned;
   if (!shape_ok(q) || !shape_ok(k) || !shape_ok(v) || !shape_ok(out)) return Status::invalid_shape;
   if (k.cols != q.cols || v.rows != k.rows || out.rows != q.rows || out.cols != v.cols) return Status::invalid_shape;
   if (q.cols > attention_max_head_dim || v.cols > attention_max_head_dim) return Status::invalid_shape;
@@ -101,6 +255,8 @@ Status attention_check(MatrixView<const float> q, MatrixView<const float> k, Mat
   return attention_out_overlaps(q, k, v, out, options) ? Status::aliasing : Status::ok;
 }
 
+static_assert(attention_block_q >= 2, "the exact row path borrows 2·d_v floats of the tile's accumulator");
+
 void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
                    MatrixView<float> out, float* workspace, const AttentionOptions& options) noexcept {
   constexpr std::size_t br = attention_block_q;
@@ -119,6 +275,10 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
 
   const float scale = options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
   const float q_factor = scale * log2e;  // scores in log2 units: the exp becomes a bare 2^x
+  // A scale whose log2 factor is not a normal float (subnormal: rounded to a few bits; or overflowing, or not a
+  // number at all) would make the fused loop wrong: every row takes the exact path.
+  const bool exact_rows_only = !(std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max);
+  const ExactScale exact_scale = split_scale(scale);
   const MatrixView<const float>& mask = options.mask;
   // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
   const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
@@ -138,9 +298,13 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       if (mask.data != nullptr)
         for (std::size_t i = a; i < a + nl; ++i) {
           const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
-          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show)
-          for (std::size_t j = 0; j < bk; ++j)
-            s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
+          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show). A
+          // −inf sum from a finite mask entry (mask·log2 e or the sum overflowed, or q·k was −inf) becomes NaN,
+          // which sends the row to the exact path instead of silently hiding the key.
+          for (std::size_t j = 0; j < bk; ++j) {
+            const float t = s[j * br + i] + mrow[j] * log2e;
+            s[j * br + i] = t > -INFINITY ? t : (mrow[j] == -INFINITY ? -INFINITY : (t == t ? NAN : t));
+          }
         }
       if (options.causal && causal_visible(i0 + a, off, n_kv) < j0 + bk)
         for (std::size_t j = 0; j < bk; ++j) {  // key j0 + j is hidden from lanes before first_seeing
@@ -149,12 +313,33 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
           const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), a + nl);
           for (std::size_t i = a; i < hidden; ++i) s[j * br + i] = -INFINITY;
         }
+      // A visible key (not hidden by the causal rule or a −inf mask entry) whose value row holds NaN or ±inf
+      // sends the query to the exact path, whatever its probability (which may underflow to 0): marked by a
+      // NaN in its accumulator, which no rescaling removes.
+      if (!v_finite)
+        for (std::size_t j = 0; j < bk; ++j) {
+          if (row_finite(v.data + (j0 + j) * v.stride, d_v)) continue;
+          for (std::size_t i = a; i < a + nl; ++i) {
+            const bool causal_hidden =
+                options.causal && static_cast<std::ptrdiff_t>(j0 + j) > static_cast<std::ptrdiff_t>(i0 + i) + off;
+            const bool mask_hidden = mask.data != nullptr && mask.data[(i0 + i) * mask.stride + j0 + j] == -INFINITY;
+            if (!causal_hidden && !mask_hidden) ot[i] = NAN;
+          }
+        }
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
         kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
       else
         pv_with_nonfinite_rows(kern, s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
     };
+    if (exact_rows_only) {
+      for (std::size_t i = 0; i < bq; ++i)
+        attention_row_exact(q.data + (i0 + i) * q.stride, d_k, k, v,
+                            mask.data != nullptr ? mask.data + (i0 + i) * mask.stride : nullptr,
+                            options.causal ? causal_visible(i0 + i, off, n_kv) : n_kv, exact_scale,
+                            out.data + (i0 + i) * out.stride, ot);
+      continue;
+    }
     kern.attn_pack_q(q.data + i0 * q.stride, q.stride, bq, d_k, q_factor, qt);
     for (std::size_t i = 0; i < d_v * br; ++i) ot[i] = 0.0f;
     for (std::size_t i = 0; i < br; ++i) {
@@ -176,8 +361,27 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       if (!options.causal) break;
     }
 
+    // Rows the fused loop may have got wrong go to the exact path: a non-finite accumulator (overflow, or a
+    // NaN/inf input), a row sum that is not a positive finite number (NaN, or 0: no key seen — the exact path
+    // tells "hidden" from "underflowed"). One pass over the accumulator, flags kept in alpha (free now).
+    const bool ot_finite = row_finite(ot, d_v * br);
+    bool any_exact = false;
+    for (std::size_t i = 0; i < bq; ++i) {
+      bool bad = !(l[i] > 0.0f && l[i] <= float_max);
+      for (std::size_t c = 0; c < d_v && !ot_finite && !bad; ++c) bad = !is_finite(ot[c * br + i]);
+      alpha[i] = bad ? 1.0f : 0.0f;
+      any_exact = any_exact || bad;
+    }
+
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
     kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);
+    if (any_exact)
+      for (std::size_t i = 0; i < bq; ++i)
+        if (alpha[i] != 0.0f)
+          attention_row_exact(q.data + (i0 + i) * q.stride, d_k, k, v,
+                              mask.data != nullptr ? mask.data + (i0 + i) * mask.stride : nullptr,
+                              options.causal ? causal_visible(i0 + i, off, n_kv) : n_kv, exact_scale,
+                              out.data + (i0 + i) * out.stride, ot);
   }
 }
 
@@ -185,9 +389,9 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
 
 Status attention(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v, MatrixView<float> out,
                  float* workspace, std::size_t workspace_floats, const AttentionOptions& options) noexcept {
-  // The documented order: null pointers, shapes, workspace size, then overlaps.
+  // The documented order: null pointers, alignment, shapes, workspace size, then overlaps.
   if (workspace == nullptr) return Status::null_pointer;
-  const Status st = detail::attention_check_shapes(q, k, v, out, options);
+  const Status st = detail::attention_check_shapes(q, k, v, out, options, workspace);
   if (st != Status::ok) return st;
   const std::size_t needed = attention_workspace_floats(q.cols, v.cols);
   if (workspace_floats < needed) return Status::workspace_too_small;

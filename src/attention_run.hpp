@@ -22,10 +22,12 @@ void attention_run(const Kernels& kernels, MatrixView<const float> q, MatrixView
                    MatrixView<const float> v, MatrixView<float> out, float* workspace,
                    const AttentionOptions& options) noexcept;
 
-// Argument checks of attention(), in its documented order: null pointers and shapes (attention_check_shapes),
-// then — after the workspace size, which attention() checks — out overlapping an input.
+// Argument checks of attention(), in its documented order: null pointers, alignment (of the views, the mask
+// and the workspace when given) and shapes (attention_check_shapes), then — after the workspace size, which
+// attention() checks — out overlapping an input.
 Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
-                              MatrixView<float> out, const AttentionOptions& options) noexcept;
+                              MatrixView<float> out, const AttentionOptions& options,
+                              const float* workspace = nullptr) noexcept;
 bool attention_out_overlaps(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
                             MatrixView<float> out, const AttentionOptions& options) noexcept;
 // Both (shapes, then out overlaps), for callers that bring no workspace of their own.

@@ -10,6 +10,25 @@
 namespace microattn {
 namespace detail {
 
+// Whether p may be read or written as a float: alignof(float) (4 bytes on every target), nothing more. A null
+// pointer counts as aligned (null is checked, and reported, first). One call per pointer an entry point takes:
+//   if (!aligned(a.data) || !aligned(weights.q_bias)) return Status::misaligned;
+inline bool aligned(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0; }
+template <class T>
+inline bool aligned(const MatrixView<T>& v) noexcept {
+  return aligned(static_cast<const void*>(v.data));
+}
+// All of them aligned (any mix of pointers and views).
+template <class First, class... Rest>
+inline bool all_aligned(const First& first, const Rest&... rest) noexcept {
+  if (!aligned(first)) return false;
+  if constexpr (sizeof...(rest) > 0) {
+    return all_aligned(rest...);
+  } else {
+    return true;
+  }
+}
+
 // A view's shape is usable: non-zero dims, stride >= cols, and its extent in bytes fits in a ptrdiff_t.
 template <class T>
 constexpr bool shape_ok(const MatrixView<T>& v) noexcept {

@@ -40,6 +40,10 @@ Status layer_forward(const LayerShape& shape, const LayerWeights& w, const Layer
   const std::size_t kv_dim = shape.kv_heads * hd;
   if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr) return Status::null_pointer;
   if (query.data == nullptr || context.data == nullptr || y.data == nullptr) return Status::null_pointer;
+  if (w.out_bias != nullptr && w.out_weight == nullptr) return Status::null_pointer;  // a bias needs its projection
+  if (!all_aligned(w.q_weight, w.k_weight, w.v_weight, w.q_bias, w.k_bias, w.v_bias, w.out_weight, w.out_bias, query,
+                   context, y, options.mask))
+    return Status::misaligned;
   if (!shape_ok(query) || !shape_ok(context) || !shape_ok(y)) return Status::invalid_shape;
   if (query.cols != d || context.cols != d || y.cols != d || y.rows != query.rows) return Status::invalid_shape;
   if (query.rows > shape.max_seq || context.rows > shape.max_seq) return Status::invalid_shape;

@@ -7,6 +7,7 @@ namespace microattn {
 
 Status matmul(MatrixView<const float> a, MatrixView<const float> b, MatrixView<float> c, bool transpose_b) noexcept {
   if (a.data == nullptr || b.data == nullptr || c.data == nullptr) return Status::null_pointer;
+  if (!detail::all_aligned(a, b, c)) return Status::misaligned;
   if (!detail::shape_ok(a) || !detail::shape_ok(b) || !detail::shape_ok(c)) return Status::invalid_shape;
   const std::size_t m = a.rows, k = a.cols;
   const std::size_t b_inner = transpose_b ? b.cols : b.rows;

@@ -14,6 +14,8 @@ const char* to_string(Status s) noexcept {
       return "workspace_too_small";
     case Status::aliasing:
       return "aliasing";
+    case Status::misaligned:
+      return "misaligned";
   }
   return "unknown_status";
 }

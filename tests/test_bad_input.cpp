@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "test_support.hpp"
@@ -34,6 +35,18 @@ class Untouched {
   std::vector<std::vector<std::uint32_t>> before_;
 };
 
+// p moved by `bytes` (1, 2 or 3): a float pointer that is not 4-byte aligned, as into a uint8_t model blob.
+template <class T>
+T* shifted(T* p, std::size_t bytes) {
+  using Byte = std::conditional_t<std::is_const<T>::value, const unsigned char, unsigned char>;
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes);
+}
+template <class T>
+ma::MatrixView<T> shifted(ma::MatrixView<T> v, std::size_t bytes) {
+  return {shifted(v.data, bytes), v.rows, v.cols, v.stride};
+}
+constexpr std::size_t byte_offsets[] = {1, 2, 3};
+
 // ---- matmul -----------------------------------------------------------------------------------------------
 
 struct MatmulArgs {
@@ -52,6 +65,21 @@ TEST(BadInput, MatmulNullPointer) {
   t.expect(ma::matmul({nullptr, 4, 3, 5}, m.b.cview(), m.c.view()), S::null_pointer, "a null");
   t.expect(ma::matmul(m.a.cview(), {nullptr, 3, 5, 6}, m.c.view()), S::null_pointer, "b null");
   t.expect(ma::matmul(m.a.cview(), m.b.cview(), {nullptr, 4, 5, 7}), S::null_pointer, "c null");
+}
+
+TEST(BadInput, MatmulMisaligned) {
+  MatmulArgs m;
+  const Untouched t{&m.a, &m.b, &m.c};
+  for (std::size_t off : byte_offsets) {
+    SCOPED_TRACE(off);
+    t.expect(ma::matmul(shifted(m.a.cview(), off), m.b.cview(), m.c.view()), S::misaligned, "a");
+    t.expect(ma::matmul(m.a.cview(), shifted(m.b.cview(), off), m.c.view(), false), S::misaligned, "b");
+    t.expect(ma::matmul(m.a.cview(), m.b.cview(), shifted(m.c.view(), off)), S::misaligned, "c");
+    // Order: null pointers first, then alignment, then shapes.
+    t.expect(ma::matmul({nullptr, 4, 3, 5}, m.b.cview(), shifted(m.c.view(), off)), S::null_pointer, "null first");
+    t.expect(ma::matmul(m.a.cview(), m.b.cview(), {shifted(m.c.data(), off), 4, 4, 7}), S::misaligned,
+             "before the shape");
+  }
 }
 
 TEST(BadInput, MatmulZeroDimension) {
@@ -113,6 +141,24 @@ TEST(BadInput, SoftmaxRows) {
            "extent overflows");
 }
 
+TEST(BadInput, SoftmaxAndExpMisaligned) {
+  Guarded x(3, 4, 5), y(1, 40);
+  Uniform u(3);
+  x.fill(u);
+  y.fill(u);
+  const Untouched t{&x, &y};
+  for (std::size_t off : byte_offsets) {
+    SCOPED_TRACE(off);
+    t.expect(ma::softmax_rows(shifted(x.view(), off)), S::misaligned, "softmax x");
+    t.expect(ma::softmax_rows({shifted(x.data(), off), 3, 4, 3}), S::misaligned, "softmax: before the shape");
+    t.expect(ma::exp_elements(shifted(x.data(), off), y.data(), 5), S::misaligned, "exp x");
+    t.expect(ma::exp_elements(x.data(), shifted(y.data(), off), 5), S::misaligned, "exp y");
+    t.expect(ma::exp_elements(shifted(y.data(), off), shifted(y.data(), off), 5), S::misaligned, "exp in place");
+    t.expect(ma::exp_elements(shifted(x.data(), off), nullptr, 5), S::null_pointer, "exp: null first");
+  }
+  t.expect(ma::exp_elements(shifted(x.data(), 1), shifted(y.data(), 2), 0), S::ok, "n = 0 reads no pointer");
+}
+
 TEST(BadInput, ExpElements) {
   Guarded x(1, 40), y(1, 40);
   Uniform u(4);
@@ -158,6 +204,35 @@ TEST(BadInput, AttentionNullPointer) {
   t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {nullptr, 6, 5, 7}), S::null_pointer, "out");
   t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), nullptr, a.need), S::null_pointer,
            "workspace");
+}
+
+TEST(BadInput, AttentionMisaligned) {
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws, &a.q, &a.k, &a.v, &a.mask};
+  ma::AttentionOptions o;
+  o.mask = a.mask.cview();
+  for (std::size_t off : byte_offsets) {
+    SCOPED_TRACE(off);
+    t.expect(a.call(shifted(a.q.cview(), off), a.k.cview(), a.v.cview(), a.out.view(), o), S::misaligned, "q");
+    t.expect(a.call(a.q.cview(), shifted(a.k.cview(), off), a.v.cview(), a.out.view(), o), S::misaligned, "k");
+    t.expect(a.call(a.q.cview(), a.k.cview(), shifted(a.v.cview(), off), a.out.view(), o), S::misaligned, "v");
+    t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), shifted(a.out.view(), off), o), S::misaligned, "out");
+    ma::AttentionOptions om = o;
+    om.mask = shifted(a.mask.cview(), off);
+    t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), om), S::misaligned, "mask");
+    // The workspace: the AVX builds' aligned stores once crashed on it. Any 4-byte-aligned address is fine
+    // (Determinism tests every one); anything else is refused, even with room to spare.
+    t.expect(
+        ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), shifted(a.ws.data(), off), a.need - 1, o),
+        S::misaligned, "workspace (checked before its size)");
+    // Order: null pointers, alignment, shapes, workspace size, overlaps.
+    t.expect(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), nullptr, a.need, om), S::null_pointer,
+             "a null workspace before a misaligned mask");
+    t.expect(a.call(a.q.cview(), {a.k.data(), 9, 3, 4}, a.v.cview(), shifted(a.out.view(), off)), S::misaligned,
+             "before the shape");
+    t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {shifted(a.v.data(), off), 6, 5, 5}), S::misaligned,
+             "before the overlap");
+  }
 }
 
 TEST(BadInput, AttentionZeroDimension) {
@@ -257,7 +332,41 @@ TEST(BadInput, AttentionWorkspaceFloatsIsAFormulaNotACheck) {
                     3 * ma::attention_block_q + 16 + ma::attention_block_q * ma::attention_block_kv,
                 "defined for every input");
   static_assert(ma::attention_workspace_floats(64, 64) > ma::attention_workspace_floats(64, 32), "grows with d_v");
-  SUCCEED();
+  // Past size_t it saturates (it once wrapped: (SIZE_MAX, 0) gave 2128), so no workspace is ever big enough.
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  static_assert(ma::attention_workspace_floats(max, 0) == max, "saturates");
+  static_assert(ma::attention_workspace_floats(0, max) == max, "saturates");
+  static_assert(ma::attention_workspace_floats(max / 2, max / 2) == max, "saturates");
+  static_assert(ma::attention_workspace_floats(max / ma::attention_block_q, 0) == max, "saturates");
+  EXPECT_EQ(ma::attention_workspace_floats(max - ma::attention_block_kv - 3, 0), max);
+  AttentionArgs a;
+  const Untouched t{&a.out, &a.ws};
+  const std::size_t big = ma::attention_max_head_dim + 1;
+  t.expect(ma::attention({a.q.data(), 1, big, big}, {a.k.data(), 1, big, big}, {a.v.data(), 1, 5, 5},
+                         {a.out.data(), 1, 5, 7}, a.ws.data(), max),
+           S::invalid_shape, "a head size attention() cannot take, even with a SIZE_MAX workspace");
+}
+
+TEST(BadInput, AttentionOutLaterInTheCallersWorkspaceIsNotChecked) {
+  // Only the first attention_workspace_floats(d_k, d_v) floats are used, so only they are overlap-checked:
+  // `out` placed after them, inside a larger block the caller calls its workspace, is fine (and harmless).
+  AttentionArgs a;
+  std::vector<float> block(a.need + 6 * 5);
+  ma::MatrixView<float> out_after{block.data() + a.need, 6, 5, 5};
+  EXPECT_EQ(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), out_after, block.data(), block.size()), S::ok);
+  ma::MatrixView<float> out_inside{block.data() + a.need - 1, 6, 5, 5};
+  EXPECT_EQ(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), out_inside, block.data(), block.size()), S::aliasing);
+}
+
+TEST(BadInput, AttentionScaleMinusZeroIsTheDefault) {
+  // scale == 0 (+0.0f or −0.0f, which compare equal) selects 1/sqrt(d_k): documented, not an error.
+  AttentionArgs a, b;
+  ma::AttentionOptions plus, minus;
+  plus.scale = 0.0f;
+  minus.scale = -0.0f;
+  ASSERT_EQ(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), plus), S::ok);
+  ASSERT_EQ(b.call(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), minus), S::ok);
+  EXPECT_EQ(a.out.snapshot(), b.out.snapshot());
 }
 
 // ---- layers ------------------------------------------------------------------------------------------------
@@ -291,6 +400,47 @@ TEST(BadInput, LayerNullPointer) {
     ma::MultiHeadAttention<64, 64, 4> broken{w};
     t.expect(broken.forward(l.x10, l.y10), S::null_pointer, "a q/k/v weight");
   }
+}
+
+TEST(BadInput, LayerMisaligned) {
+  LayerArgs l;
+  Guarded ctx(10, 64);
+  Uniform u(8);
+  ctx.fill(u);
+  const Untouched t{&l.y, &l.x, &ctx, &l.mask};
+  for (std::size_t off : byte_offsets) {
+    SCOPED_TRACE(off);
+    t.expect(l.layer.forward(shifted(l.x10, off), l.y10), S::misaligned, "x");
+    t.expect(l.layer.forward(l.x10, shifted(l.y10, off)), S::misaligned, "y");
+    t.expect(l.layer.forward(l.x10, shifted(ctx.cview(), off), l.y10), S::misaligned, "context");
+    ma::AttentionOptions o;
+    o.mask = shifted(l.mask.cview(), off);
+    t.expect(l.layer.forward(l.x10, l.y10, o), S::misaligned, "mask");
+    for (int which = 0; which < 8; ++which) {  // each weight and bias array
+      ma::LayerWeights w = l.layer.weights();
+      const float** slot[] = {&w.q_weight, &w.k_weight, &w.v_weight,   &w.q_bias,
+                              &w.k_bias,   &w.v_bias,   &w.out_weight, &w.out_bias};
+      *slot[which] = shifted(*slot[which], off);
+      ma::MultiHeadAttention<64, 64, 4> moved{w};
+      t.expect(moved.forward(l.x10, l.y10), S::misaligned, "a weight or bias");
+    }
+    t.expect(l.layer.forward({shifted(l.x.data(), off), 65, 64, 64}, l.y.view()), S::misaligned,
+             "before the capacity check");
+    t.expect(l.layer.forward(shifted(l.x10, off), {nullptr, 10, 64, 64}), S::null_pointer, "null first");
+  }
+}
+
+TEST(BadInput, LayerOutBiasWithoutOutWeight) {
+  // A bias for a projection that is not there: refused (it used to be ignored, yet overlap-checked).
+  LayerArgs l;
+  const Untouched t{&l.y};
+  ma::LayerWeights w = l.layer.weights();
+  w.out_weight = nullptr;
+  ma::MultiHeadAttention<64, 64, 4> broken{w};
+  t.expect(broken.forward(l.x10, l.y10), S::null_pointer, "out_bias without out_weight");
+  w.out_bias = nullptr;
+  ma::MultiHeadAttention<64, 64, 4> heads_only{w};
+  EXPECT_EQ(heads_only.forward(l.x10, l.y10), S::ok);
 }
 
 TEST(BadInput, LayerSequenceLongerThanCapacity) {

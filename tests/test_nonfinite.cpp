@@ -201,7 +201,208 @@ TEST_P(NonFinite, HugeMaskValuesDecideExactly) {
     }
 }
 
+// ---- finite extremes (issue 12): the math has a finite answer, and the library must return it -----------------
+
+// attention_run on small dense matrices (rows contiguous), through one kernel table.
+std::vector<float> run_small(const ma::detail::Kernels& kern, const std::vector<float>& q, const std::vector<float>& k,
+                             const std::vector<float>& v, std::size_t d_k, std::size_t d_v,
+                             const ma::AttentionOptions& o = {}) {
+  const std::size_t n_q = q.size() / d_k, n_kv = k.size() / d_k;
+  std::vector<float> out(n_q * d_v, 123.0f), ws(ma::attention_workspace_floats(d_k, d_v));
+  ma::detail::attention_run(kern, {q.data(), n_q, d_k, d_k}, {k.data(), n_kv, d_k, d_k}, {v.data(), n_kv, d_v, d_v},
+                            {out.data(), n_q, d_v, d_v}, ws.data(), o);
+  return out;
+}
+
+// softmax(scores)·v for one query in double, from the definition (scores already scaled, mask added).
+double softmax_dot(const std::vector<double>& scores, const std::vector<double>& v) {
+  double m = -INFINITY, l = 0.0, acc = 0.0;
+  for (double s : scores) m = std::fmax(m, s);
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    const double p = std::exp(scores[j] - m);
+    l += p;
+    acc += p * v[j];
+  }
+  return acc / l;
+}
+
+constexpr float flt_max = std::numeric_limits<float>::max();
+
+TEST_P(NonFinite, HugeFiniteMaskEntriesAreFinite) {
+  // Issue 12 item 1: mask·log2 e overflowed from −2.4e38 on. A −FLT_MAX fill (torch.finfo(float32).min) on
+  // every key is a constant shift: the softmax is unchanged. A +FLT_MAX entry makes its key the only one.
+  const std::vector<float> q = {0.0f, 0.0f, 0.5f, -0.25f}, k = {1.0f, 2.0f, -1.0f, 0.5f, 0.25f, 3.0f};
+  const std::vector<float> v = {1.0f, 2.0f, 6.0f};
+  for (float fill : {-flt_max, -3e38f, -2.4e38f, -1e38f}) {
+    std::vector<float> mask(6, fill);
+    mask[3] = 0.0f;
+    mask[4] = flt_max;  // row 1: key 1 at +FLT_MAX
+    mask[5] = 0.0f;
+    ma::AttentionOptions o;
+    o.mask = {mask.data(), 2, 3, 3};
+    o.scale = 1.0f;
+    const std::vector<float> out = run_small(*GetParam(), q, k, v, 2, 1, o);
+    EXPECT_FLOAT_EQ(out[0], 3.0f) << fill;  // q row 0 is zero: equal scores, the average of v
+    EXPECT_EQ(out[1], 2.0f) << fill;
+  }
+  // Distinct scores under a huge fill: the mask is added to the scores in float, as PyTorch does, and a fill
+  // of −1e38 or beyond absorbs scores of order 1 (s + mask rounds to mask): the row is uniform over those keys
+  // (within the documented bound, whose S_i contains |mask|). A key with a 0 mask entry still wins outright.
+  const std::vector<float> q1 = {0.5f, -0.25f};
+  for (float fill : {-flt_max, -3e38f, -1e38f}) {
+    std::vector<float> mask1(3, fill);
+    ma::AttentionOptions o;
+    o.mask = {mask1.data(), 1, 3, 3};
+    o.scale = 1.0f;
+    EXPECT_FLOAT_EQ(run_small(*GetParam(), q1, k, v, 2, 1, o)[0], 3.0f) << fill;
+    mask1[2] = 0.0f;
+    EXPECT_EQ(run_small(*GetParam(), q1, k, v, 2, 1, o)[0], 6.0f) << fill;
+  }
+}
+
+TEST_P(NonFinite, HugeScoresDoNotOverflowThePreScaling) {
+  // Issue 12 item 2: q·scale·log2 e overflowed although the scores were finite.
+  const ma::detail::Kernels& kern = *GetParam();
+  {  // q = 3e38, k = {1e−38, 0}: scores 3 and 0
+    const std::vector<float> out = run_small(kern, {3e38f}, {1e-38f, 0.0f}, {10.0f, 20.0f}, 1, 1);
+    const double want = softmax_dot({3e38 * static_cast<double>(1e-38f), 0.0}, {10, 20});
+    EXPECT_NEAR(out[0], want, 1e-5) << "q = 3e38";  // 10.474
+  }
+  {  // the same with keys below zero: every pre-scaled score was −inf, and the row came out as zeros
+    const std::vector<float> out = run_small(kern, {3e38f}, {-1e-38f, -2e-38f}, {10.0f, 20.0f}, 1, 1);
+    const double want =
+        softmax_dot({-3e38 * static_cast<double>(1e-38f), -3e38 * static_cast<double>(2e-38f)}, {10, 20});
+    EXPECT_NEAR(out[0], want, 1e-5) << "q = 3e38, negative keys";
+  }
+  for (float scale : {2.4e38f, 3e38f, flt_max}) {  // scores 0 and scale·1: the second key alone
+    ma::AttentionOptions o;
+    o.scale = scale;
+    const std::vector<float> out = run_small(kern, {1.0f, 0.0f}, {0.0f, 0.0f, 1.0f, 0.0f}, {10.0f, 20.0f}, 2, 1, o);
+    EXPECT_EQ(out[0], 20.0f) << scale;
+  }
+  {  // q = k = 1.7e19, d = 1, scale 1: a score of 2.89e38 (< FLT_MAX) against 0
+    ma::AttentionOptions o;
+    o.scale = 1.0f;
+    const std::vector<float> out = run_small(kern, {1.7e19f}, {1.7e19f, 0.0f}, {10.0f, 20.0f}, 1, 1, o);
+    EXPECT_EQ(out[0], 10.0f);
+    const std::vector<float> one = run_small(kern, {1.7e19f}, {1.7e19f}, {7.0f}, 1, 1, o);
+    EXPECT_EQ(one[0], 7.0f);
+  }
+}
+
+TEST_P(NonFinite, WeightedSumOfHugeValuesDoesNotOverflow) {
+  // Issue 12 item 3: Σ p·v overflowed before the division by the row sum.
+  const ma::detail::Kernels& kern = *GetParam();
+  struct Case {
+    std::size_t n_kv;
+    float v;
+  };
+  for (Case c : {Case{4, 1e38f}, Case{2, 2e38f}, Case{3, flt_max}, Case{100000, 1e34f}, Case{70, -3e38f}}) {
+    const std::vector<float> q(2, 0.0f), k(c.n_kv, 0.0f), v(c.n_kv, c.v);
+    const std::vector<float> out = run_small(kern, q, k, v, 1, 1);
+    // The contract's bound for these inputs (scores 0): 2·(n_kv + 15)·2⁻²⁴ relative.
+    const double tol = std::fabs(c.v) * 2.0 * (static_cast<double>(c.n_kv) + 15.0) * std::ldexp(1.0, -24);
+    EXPECT_NEAR(out[0], c.v, tol) << c.n_kv << " × " << c.v;
+    EXPECT_NEAR(out[1], c.v, tol) << c.n_kv << " × " << c.v;
+  }
+  // Opposite signs: 3e38, −3e38, 3e38 averages to 1e38 (the running sum would meet +inf − inf).
+  const std::vector<float> out = run_small(kern, {0.0f}, {0.0f, 0.0f, 0.0f}, {3e38f, -3e38f, 3e38f}, 1, 1);
+  EXPECT_NEAR(out[0], 1e38, 1e32);
+  // A column of huge values next to a column of ordinary ones: each within its own relative bound.
+  const std::vector<float> out2 =
+      run_small(kern, {0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}, {3e38f, 1.0f, 3e38f, 2.0f, 3e38f, 3.0f, 3e38f, 4.0f}, 1, 2);
+  EXPECT_NEAR(out2[0], 3e38, 3e32);
+  EXPECT_NEAR(out2[1], 2.5, 1e-6);
+}
+
+TEST_P(NonFinite, SubnormalScaleIsExact) {
+  // Issue 12 item 4: scale·log2 e was rounded in the subnormal range (the softmax became base 2).
+  for (float scale : {std::ldexp(1.0f, -149), 1e-44f, 1e-42f, 1e-40f, 1e-39f}) {
+    ma::AttentionOptions o;
+    o.scale = scale;
+    const std::vector<float> out = run_small(*GetParam(), {3e38f}, {0.0f, 2.4e6f}, {0.0f, 1.0f}, 1, 1, o);
+    const double s1 = static_cast<double>(scale) * 3e38 * 2.4e6;
+    const double want = softmax_dot({0.0, s1}, {0.0, 1.0});  // 0.73281 for 2^−149
+    EXPECT_NEAR(out[0], want, 2.1e-6) << scale;
+  }
+}
+
+TEST_P(NonFinite, NonFiniteValuesGiveNanInEveryKeyOrder) {
+  // Issue 12 item 5: key A (score 0, v = +inf or NaN) and key B (score 200, v = 1) among 130 keys gave NaN with A
+  // in the first key block and B in the second, 1 otherwise. The rule: a visible key whose value is NaN or ±inf
+  // makes that output column NaN, whatever its probability. A hidden key (mask −inf, causal) never does.
+  const ma::detail::Kernels& kern = *GetParam();
+  const std::size_t n = 130;
+  const std::size_t places[] = {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129};
+  for (float bad : {inf, -inf, nan_value})
+    for (std::size_t a : places)
+      for (std::size_t b : places) {
+        if (a == b) continue;
+        SCOPED_TRACE(::testing::Message() << "bad=" << bad << " A at " << a << ", B at " << b);
+        std::vector<float> k(n, 0.0f), v(2 * n, 0.5f), mask(n, 0.0f);
+        k[b] = 200.0f;
+        v[2 * a] = bad;  // column 0 of A; column 1 stays finite
+        v[2 * b] = 1.0f;
+        v[2 * b + 1] = 1.0f;
+        ma::AttentionOptions o;
+        o.scale = 1.0f;
+        const std::vector<float> out = run_small(kern, {1.0f}, k, v, 1, 2, o);
+        EXPECT_TRUE(std::isnan(out[0]));
+        EXPECT_EQ(out[1], 1.0f);
+        mask[a] = -inf;  // A hidden: it cannot leak
+        o.mask = {mask.data(), 1, n, n};
+        const std::vector<float> hidden = run_small(kern, {1.0f}, k, v, 1, 2, o);
+        EXPECT_EQ(hidden[0], 1.0f);
+        EXPECT_EQ(hidden[1], 1.0f);
+        ma::AttentionOptions c;  // causal: A hidden from the query iff a > offset
+        c.scale = 1.0f;
+        c.causal = true;
+        c.causal_offset = static_cast<std::ptrdiff_t>(a > b ? b : a);
+        const std::vector<float> causal = run_small(kern, {1.0f}, k, v, 1, 2, c);
+        if (a < b) {  // B hidden, A seen: column 0 NaN
+          EXPECT_TRUE(std::isnan(causal[0]));
+        } else {  // A hidden, B seen
+          EXPECT_EQ(causal[0], 1.0f);
+          EXPECT_EQ(causal[1], 1.0f);
+        }
+      }
+}
+
+TEST_P(NonFinite, MaskNanAtAKeyTheCausalRuleHidesHasNoEffect) {
+  // Issue 12 item 11: a NaN or +inf mask entry counts only at keys the causal rule lets the query see.
+  Problem p(20, 30, 8, 11), clean(20, 30, 8, 11);
+  p.mask.at(6, 20) = nan_value;  // hidden from row 6 (6 + 0 < 20)
+  p.mask.at(7, 25) = inf;        // hidden from row 7
+  p.mask.at(9, 3) = nan_value;   // seen by row 9
+  ma::AttentionOptions o, oc;
+  o.causal = oc.causal = true;
+  o.mask = p.mask.cview();
+  oc.mask = clean.mask.cview();
+  p.run(*GetParam(), o);
+  clean.run(*GetParam(), oc);
+  for (std::size_t i = 0; i < 20; ++i) {
+    if (i == 9) {
+      EXPECT_TRUE(p.row_nan(i));
+    } else {
+      for (std::size_t c = 0; c < 8; ++c) ASSERT_EQ(p.out.at(i, c), clean.out.at(i, c)) << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArch, NonFinite, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
+
+TEST(NonFiniteEntry, ReproducersThroughThePublicEntryPoint) {
+  // The issue's inputs through attention() itself (the selected kernel table).
+  float q[2] = {3e38f, 0.0f}, k[2] = {1e-38f, 0.0f}, v[2] = {10.0f, 20.0f}, out[1] = {0.0f};
+  std::vector<float> ws(ma::attention_workspace_floats(1, 1));
+  ASSERT_EQ(ma::attention({q, 1, 1, 1}, {k, 2, 1, 1}, {v, 2, 1, 1}, {out, 1, 1, 1}, ws.data(), ws.size()),
+            ma::Status::ok);
+  EXPECT_NEAR(out[0], 10.474, 1e-3);
+  float big[4] = {1e38f, 1e38f, 1e38f, 1e38f}, zeros[4] = {};
+  ASSERT_EQ(ma::attention({zeros, 1, 1, 1}, {zeros, 4, 1, 1}, {big, 4, 1, 1}, {out, 1, 1, 1}, ws.data(), ws.size()),
+            ma::Status::ok);
+  EXPECT_NEAR(out[0], 1e38, 1e32);
+}
 
 TEST(NonFiniteLayer, NanTokenReachesOnlyLaterTokensUnderCausalSelfAttention) {
   static std::vector<float> w(32 * 32);

@@ -24,9 +24,15 @@ constexpr std::size_t attention_max_head_dim = 1u << 16;
 // i.e. one query tile of Q (transposed, pre-scaled) and of the output accumulator, one block of scores, the
 // running max / sum / rescale factor per query, and 16 floats to align it all to 64 bytes. With the default
 // tiles (32 × 64; 4 × 16 on Cortex-M) and d_k = d_v = 64: 6256 floats = 24.4 KiB (Cortex-M: 604 floats).
-// Any alignment of the workspace pointer is fine.
+// The workspace pointer must be float-aligned (4 bytes), nothing more. Where the formula exceeds SIZE_MAX it
+// saturates at SIZE_MAX, so no real workspace is large enough (attention() rejects such head sizes anyway).
 constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_v) noexcept {
-  return attention_block_q * (d_k + d_v + attention_block_kv + 3) + 16;
+  constexpr std::size_t max = static_cast<std::size_t>(-1);
+  constexpr std::size_t fixed = attention_block_kv + 3;
+  if (d_k > max - fixed || d_v > max - fixed - d_k) return max;
+  const std::size_t per_query = d_k + d_v + fixed;
+  if (per_query > (max - 16) / attention_block_q) return max;
+  return attention_block_q * per_query + 16;
 }
 
 // out (n_q × d_v) = softmax(q·kᵀ·scale + mask) · v ; q: n_q × d_k, k: n_kv × d_k, v: n_kv × d_v.

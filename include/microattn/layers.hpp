@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "microattn/attention.hpp"
 #include "microattn/config.hpp"
@@ -58,6 +59,25 @@ constexpr std::size_t layer_buffer_floats(std::size_t max_seq, std::size_t model
          attention_workspace_floats(model_dim / heads, model_dim / heads);
 }
 
+// Size arithmetic of a layer, each step checked against std::size_t (the static_asserts of the template):
+// K/V floats 2·max_seq·kv_heads·head_dim, tile floats 2·layer_block_q·model_dim, and the whole buffer in
+// bytes, which must also fit a ptrdiff_t (the largest object). Parameters that passed the other asserts.
+constexpr std::size_t size_max = static_cast<std::size_t>(-1);
+constexpr bool layer_kv_fits(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
+                             std::size_t kv_heads) noexcept {
+  const std::size_t kv_dim = kv_heads * (model_dim / heads);  // <= model_dim: cannot overflow
+  return kv_dim == 0 || max_seq <= size_max / 2 / kv_dim;
+}
+constexpr bool layer_tiles_fit(std::size_t model_dim) noexcept { return model_dim <= size_max / 2 / layer_block_q; }
+constexpr bool layer_bytes_fit(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
+                               std::size_t kv_heads) noexcept {
+  const std::size_t max_floats = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
+  const std::size_t kv = 2 * max_seq * (kv_heads * (model_dim / heads));
+  const std::size_t tiles = 2 * layer_block_q * model_dim;
+  const std::size_t ws = attention_workspace_floats(model_dim / heads, model_dim / heads);
+  return kv <= max_floats && tiles <= max_floats - kv && ws <= max_floats - kv - tiles;
+}
+
 // The whole forward pass; `query` and `context` are the same view for self-attention.
 Status layer_forward(const LayerShape& shape, const LayerWeights& weights, const LayerBuffers& buffers,
                      MatrixView<const float> query, MatrixView<const float> context, MatrixView<float> y,
@@ -84,6 +104,13 @@ class MultiHeadAttention {
   static_assert(ModelDim % Heads == 0, "ModelDim must be a multiple of Heads (HeadDim = ModelDim / Heads)");
   static_assert(Heads % KvHeads == 0, "Heads must be a multiple of KvHeads (grouped-query attention)");
   static_assert(ModelDim / Heads <= attention_max_head_dim, "HeadDim exceeds attention_max_head_dim");
+  // Every size below is checked before it is computed: nothing wraps, on 32-bit targets either.
+  static_assert(Heads == 0 || detail::layer_kv_fits(MaxSeq, ModelDim, Heads, KvHeads),
+                "MaxSeq·KvHeads·HeadDim overflows std::size_t (the K/V buffers)");
+  static_assert(detail::layer_tiles_fit(ModelDim), "ModelDim overflows std::size_t (the query tiles)");
+  static_assert(Heads == 0 || !detail::layer_kv_fits(MaxSeq, ModelDim, Heads, KvHeads) ||
+                    !detail::layer_tiles_fit(ModelDim) || detail::layer_bytes_fit(MaxSeq, ModelDim, Heads, KvHeads),
+                "the layer's buffer exceeds the largest object (ram_bytes overflows)");
 
  public:
   using Weights = LayerWeights;

@@ -12,6 +12,7 @@ enum class Status : int {
   invalid_shape,        // zero or mismatched dimension, stride < cols, sequence longer than a layer's capacity
   workspace_too_small,  // caller workspace smaller than the documented *_workspace_floats() value
   aliasing,             // an output overlaps an input (except where an entry point documents in-place use)
+  misaligned,           // a float pointer is not alignof(float)-aligned (4 bytes); nothing further is required
 };
 
 // A short, static, human-readable name ("ok", "null_pointer", ...). Never returns null.

@@ -56,6 +56,7 @@ bool bad_overlap(const Mat& y, const Mat& input) {
 S expected_status(const Geometry& g, const Call& c) {
   if (c.w.missing_q || c.w.missing_k || c.w.missing_v) return S::null_pointer;
   if (c.query.null || c.context.null || c.y.null) return S::null_pointer;
+  if (c.w.bo.rows != 0 && c.w.wo.rows == 0) return S::null_pointer;  // out_bias needs out_weight
   if (!shape_ok(c.query) || !shape_ok(c.context) || !shape_ok(c.y)) return S::invalid_shape;
   if (c.query.cols != g.d || c.context.cols != g.d || c.y.cols != g.d || c.y.rows != c.query.rows)
     return S::invalid_shape;
