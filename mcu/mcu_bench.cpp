@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <microattn/microattn.hpp>
@@ -236,7 +237,9 @@ bool run_case(const Case& c, std::uint32_t& cycles) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // An argument N runs case N alone (for profiles: scripts/mcu_bench.sh --profile TARGET N).
+  const unsigned only = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 0;
   const bool counting = cycle_counter_start();
   std::printf("microattn mcu_bench: kernels %s (%s), attention tile %u queries x %u keys\n", ma::simd_arch(),
               ma::matmul_kernel_name(), static_cast<unsigned>(ma::attention_block_q),
@@ -253,6 +256,10 @@ int main() {
   int failures = 0;
   unsigned index = 1;
   for (const Case& c : cases) {
+    if (only != 0 && index != only) {
+      ++index;
+      continue;
+    }
     std::uint32_t cycles = 0;
     const bool ok = run_case(c, cycles);
     failures += ok ? 0 : 1;

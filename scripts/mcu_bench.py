@@ -2,6 +2,7 @@
 """Instructions per call and per MAC of microattn on Cortex-M4, M7 and M55, counted under QEMU (README "Cortex-M").
 
 Usage: scripts/mcu_bench.sh [--check | --update] [TARGET ...]     (TARGET: cortex-m4 cortex-m7 cortex-m55)
+       scripts/mcu_bench.sh --profile TARGET CASE      instructions per function of case CASE alone
   (no option)  print the table
   --check      also compare with the budgets in scripts/mcu_insn_budgets.txt: exit 1 when any count grew by
                more than 2 % (or a case has no budget, or the firmware reported a wrong result)
@@ -82,6 +83,33 @@ def measure(target, plugin):
     return head, rows, problems
 
 
+def profile(target, case, plugin):
+    """Instructions per function for one case of the firmware run alone (start-up and checks included)."""
+    elf, board = build_firmware(target)
+    symbols = sorted((int(f[0], 16) & ~1, int(f[1], 16), f[3]) for f in
+                     (line.split(maxsplit=3) for line in run("arm-none-eabi-nm", "-S", "-C", "--defined-only", elf).splitlines())
+                     if len(f) >= 4 and f[2] in "tTwW")
+    prof = elf + ".profile"
+    subprocess.run(["timeout", "600", "qemu-system-arm", "-M", board, "-nographic", "-monitor", "none", "-serial",
+                    "none", "-semihosting-config", f"enable=on,target=native,arg=mcu_bench,arg={case}",
+                    "-plugin", f"{plugin},begin=0,end=0,profile={prof}", "-d", "plugin", "-D", "/dev/null",
+                    "-kernel", elf], check=True)
+    per_function = {}
+    with open(prof, encoding="utf-8") as f:
+        for line in f:
+            addr, count = (int(x, 0) for x in line.split())
+            name = "?"
+            for start, size, sym in symbols:
+                if start <= (addr & ~1) < start + size:
+                    name = sym.replace("(anonymous namespace)::", "").replace("microattn::detail::", "")
+                    name = re.sub(r"^(void |float |microattn::Status )", "", name).split("(")[0]
+                    break
+            per_function[name] = per_function.get(name, 0) + count
+    total = sum(per_function.values())
+    for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"{count:12} {count / total:6.1%}  {name}")
+
+
 def read_budgets():
     budgets = {}
     if os.path.isfile(BUDGETS):
@@ -95,6 +123,9 @@ def read_budgets():
 
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--profile":
+        profile(args[1], int(args[2]), build_plugin())
+        return 0
     mode = args.pop(0) if args and args[0] in ("--check", "--update") else None
     targets = args or DEFAULT_TARGETS
     plugin = build_plugin()

@@ -11,6 +11,8 @@
  *   gcc -shared -fPIC -O2 -o qemu_insn_count.so tools/qemu_insn_count.c
  *   qemu-system-arm ... -plugin ./qemu_insn_count.so,begin=0x1234,end=0x1240 -d plugin -kernel prog.elf
  *   qemu-arm (user mode) -plugin ./qemu_insn_count.so,begin=0x...,end=0x... -d plugin ./prog   (non-PIE)
+ * With the argument profile=FILE it also writes, at exit, the instructions executed per translation block
+ * ("ADDRESS COUNT" lines, whole run; scripts/mcu_bench.sh --profile maps them to functions).
  * Addresses are guest virtual addresses (hex with 0x, or decimal); on Thumb the low bit is ignored. The
  * lines go to QEMU's log (stderr, or -D FILE). One vCPU is assumed (the Cortex-M boards, a single-threaded
  * user-mode program).
@@ -58,6 +60,15 @@ static uint64_t begun_at;
 static int in_pair;
 static unsigned long pairs;
 
+/* Profile: one record per translated block, its execution count incremented inline. Blocks are never
+ * freed (a translation may be repeated: the records then add up). */
+struct block_record {
+  uint64_t vaddr, n_insns, executions;
+  struct block_record* next;
+};
+static struct block_record* blocks;
+static const char* profile_path;
+
 /* userdata of a marker callback: which marker (bit 0) and the block's instructions from it on (the rest). */
 static void on_marker(unsigned int vcpu, void* userdata) {
   (void)vcpu;
@@ -81,6 +92,16 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
   (void)id;
   const size_t n = qemu_plugin_tb_n_insns(tb);
   qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &executed, n);
+  if (profile_path != NULL && n > 0) {
+    struct block_record* r = calloc(1, sizeof *r);
+    if (r != NULL) {
+      r->vaddr = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, 0));
+      r->n_insns = n;
+      r->next = blocks;
+      blocks = r;
+      qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &r->executions, 1);
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     struct qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
     const uint64_t pc = qemu_plugin_insn_vaddr(insn) & ~(uint64_t)1;
@@ -97,6 +118,16 @@ static void report_at_exit(qemu_plugin_id_t id, void* userdata) {
   char line[96];
   snprintf(line, sizeof line, "insns total %" PRIu64 " pairs %lu\n", executed, pairs);
   qemu_plugin_outs(line);
+  if (profile_path != NULL) {
+    FILE* f = fopen(profile_path, "w");
+    if (f == NULL) {
+      qemu_plugin_outs("insns: cannot write the profile\n");
+      return;
+    }
+    for (const struct block_record* r = blocks; r != NULL; r = r->next)
+      if (r->executions != 0) fprintf(f, "%#" PRIx64 " %" PRIu64 "\n", r->vaddr, r->executions * r->n_insns);
+    fclose(f);
+  }
 }
 
 __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc,
@@ -105,6 +136,10 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
   int have = 0;
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
+    if (strncmp(a, "profile=", 8) == 0) {
+      profile_path = a + 8;
+      continue;
+    }
     int m = strncmp(a, "begin=", 6) == 0 ? 0 : strncmp(a, "end=", 4) == 0 ? 1 : -1;
     if (m < 0) {
       fprintf(stderr, "qemu_insn_count: unknown argument '%s' (want begin=ADDR,end=ADDR)\n", a);
