@@ -195,21 +195,26 @@ void gemm_helium(const GemmArgs& g) noexcept {
 // the condition LT holds for unordered operands (N != V), GT does not, so a NaN x is kept. Written out because
 // GCC 12 routes the predicate through a general register (VMRS, SXTH, VMSR) between the two. P0 is saved
 // and restored around them (GCC has no clobber for it), so a tail-predicated caller keeps its predicate.
+template <bool KeepP0>
 MICROATTN_HELIUM_INLINE float32x4_t clamp_below(float32x4_t x, float32x4_t lo_v) noexcept {
   float32x4_t r;
-  std::uint32_t saved;
-  asm("vmrs %1, p0\n\tvcmp.f32 gt, %q3, %q2\n\tvpsel %q0, %q3, %q2\n\tvmsr p0, %1"
-      : "=w"(r), "=&r"(saved)
-      : "w"(x), "w"(lo_v));
+  if constexpr (KeepP0) {
+    std::uint32_t saved;
+    asm("vmrs %1, p0\n\tvcmp.f32 gt, %q3, %q2\n\tvpsel %q0, %q3, %q2\n\tvmsr p0, %1"
+        : "=w"(r), "=&r"(saved)
+        : "w"(x), "w"(lo_v));
+  } else {  // only where no predicate is live (no predicated intrinsic in the function)
+    asm("vcmp.f32 gt, %q2, %q1\n\tvpsel %q0, %q2, %q1" : "=w"(r) : "w"(x), "w"(lo_v));
+  }
   return r;
 }
 
 // ---- exp --------------------------------------------------------------------------------------------------
 // The algorithms of scalar_math.hpp (exp_constants.hpp), four lanes at a time, in the same operation order.
 // The clamps are compare-and-select, not VMAXNM/VMINNM, so that a NaN passes through as in the scalar code.
-MICROATTN_HELIUM_INLINE float32x4_t exp_helium(float32x4_t x) noexcept {
+MICROATTN_HELIUM_INLINE float32x4_t exp_helium(float32x4_t x) noexcept {  // (used in predicated loops)
   using namespace exp_constants;
-  x = clamp_below(x, vdupq_n_f32(x_min));
+  x = clamp_below<true>(x, vdupq_n_f32(x_min));
   x = vpselq_f32(vdupq_n_f32(x_max), x, vcmpgtq_n_f32(x, x_max));
   const float32x4_t t = vfmaq_n_f32(vdupq_n_f32(round_magic), x, log2e);
   const float32x4_t n = vsubq_n_f32(t, round_magic);
@@ -230,9 +235,11 @@ MICROATTN_HELIUM_INLINE float32x4_t exp_helium(float32x4_t x) noexcept {
 }
 
 // 2^x for x <= 0 or NaN (exp2_constants): x clamped at −127, where the exponent field becomes 0.
+// KeepP0: called where a tail predicate is live (see clamp_below).
+template <bool KeepP0>
 MICROATTN_HELIUM_INLINE float32x4_t exp2_nonpositive_helium(float32x4_t x) noexcept {
   using namespace exp2_constants;
-  x = clamp_below(x, vdupq_n_f32(x_min));
+  x = clamp_below<KeepP0>(x, vdupq_n_f32(x_min));
   const float32x4_t t = vaddq_n_f32(x, round_magic);
   const float32x4_t r = vsubq_f32(x, vsubq_n_f32(t, round_magic));
   float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c6), r, c5);
@@ -257,7 +264,7 @@ void exp_helium_n(const float* x, float* y, std::size_t n) noexcept {
 void exp2_nonpositive_helium_n(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; i += lanes) {
     const mve_pred16_t live = vctp32q(static_cast<std::uint32_t>(n - i));
-    vstrwq_p_f32(y + i, exp2_nonpositive_helium(vldrwq_z_f32(x + i, live)), live);
+    vstrwq_p_f32(y + i, exp2_nonpositive_helium<true>(vldrwq_z_f32(x + i, live)), live);
   }
 }
 
@@ -308,12 +315,12 @@ void attn_softmax_helium(float* s, std::size_t bk, float* m, float* l, float* al
   while (--j != 0);  // bk >= 1; do-whiles become low-overhead loops (LE)
   // A lane that has seen nothing (−inf) uses 0, so it never computes −inf − (−inf).
   const float32x4_t m_use = vpselq_f32(vdupq_n_f32(0.0f), mb, vcmpeqq_n_f32(mb, -INFINITY));
-  const float32x4_t a = exp2_nonpositive_helium(vsubq_f32(m_old, m_use));
+  const float32x4_t a = exp2_nonpositive_helium<false>(vsubq_f32(m_old, m_use));
   float32x4_t sum = vdupq_n_f32(0.0f);
   float* x = s;
   j = bk;
   do {
-    const float32x4_t p = exp2_nonpositive_helium(vsubq_f32(vldrwq_f32(x), m_use));
+    const float32x4_t p = exp2_nonpositive_helium<false>(vsubq_f32(vldrwq_f32(x), m_use));
     vstrwq_f32(x, p);
     x += br;
     sum = vaddq_f32(sum, p);
@@ -409,20 +416,31 @@ void attn_pack_q_helium(const float* q, std::size_t ldq, std::size_t bq, std::si
 // transpose), then one multiply per vector. A query with l == 0 saw no key and gets zeros.
 void attn_store_out_helium(const float* ot, const float* l, std::size_t bq, std::size_t d_v, float* out,
                            std::size_t ldo) noexcept {
-  float inv[lanes];
-  for (std::size_t i = 0; i < lanes; ++i) inv[i] = i < bq && l[i] != 0.0f ? 1.0f / l[i] : 0.0f;
   std::size_t c = 0;
-  if (bq == lanes && inv[0] != 0.0f && inv[1] != 0.0f && inv[2] != 0.0f && inv[3] != 0.0f) {
-    for (; c + lanes <= d_v; c += lanes) {
-      const float32x4x4_t t = vld4q_f32(ot + c * br);
-      vstrwq_f32(out + c, vmulq_n_f32(t.val[0], inv[0]));
-      vstrwq_f32(out + ldo + c, vmulq_n_f32(t.val[1], inv[1]));
-      vstrwq_f32(out + 2 * ldo + c, vmulq_n_f32(t.val[2], inv[2]));
-      vstrwq_f32(out + 3 * ldo + c, vmulq_n_f32(t.val[3], inv[3]));
-    }
+  if (bq == lanes && d_v >= lanes && l[0] != 0.0f && l[1] != 0.0f && l[2] != 0.0f && l[3] != 0.0f) {
+    const float inv0 = 1.0f / l[0], inv1 = 1.0f / l[1], inv2 = 1.0f / l[2], inv3 = 1.0f / l[3];
+    float* y0 = out;
+    float* y1 = out + ldo;
+    float* y2 = out + 2 * ldo;
+    float* y3 = out + 3 * ldo;
+    const float* t = ot;
+    std::size_t n = d_v / lanes;
+    do {
+      const float32x4x4_t v = vld4q_f32(t);
+      t += lanes * br;
+      vstrwq_f32(y0, vmulq_n_f32(v.val[0], inv0));
+      vstrwq_f32(y1, vmulq_n_f32(v.val[1], inv1));
+      vstrwq_f32(y2, vmulq_n_f32(v.val[2], inv2));
+      vstrwq_f32(y3, vmulq_n_f32(v.val[3], inv3));
+      y0 += lanes, y1 += lanes, y2 += lanes, y3 += lanes;
+    } while (--n != 0);
+    c = d_v - d_v % lanes;
+    if (c == d_v) return;
   }
-  for (std::size_t i = 0; i < bq; ++i)
-    for (std::size_t cc = c; cc < d_v; ++cc) out[i * ldo + cc] = l[i] == 0.0f ? 0.0f : ot[cc * br + i] * inv[i];
+  for (std::size_t i = 0; i < bq; ++i) {
+    const float inv = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
+    for (std::size_t cc = c; cc < d_v; ++cc) out[i * ldo + cc] = l[i] == 0.0f ? 0.0f : ot[cc * br + i] * inv;
+  }
 }
 
 // Designated order of struct Kernels (kernels.hpp): add new members here in the same order.

@@ -101,34 +101,35 @@ __attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size
   c[0] = c30, c[1] = c31, c[2] = c32, c[3] = c33;
 }
 
-// One row against four columns (the rows left below the last 4-row tile).
-template <bool TransposeB>
+// One row against four columns (the rows left below the last 4-row tile). Edge tiles read b with a run-time
+// step (1 when transposed, ldb otherwise): they are not worth a copy per layout.
 __attribute__((noinline)) void gemm_tile_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
   const float* __restrict a = g.a + i * g.lda;
-  BColumns<TransposeB> b(g, j0);
+  const std::size_t step = g.transpose_b ? 1 : g.ldb, next_col = g.transpose_b ? g.ldb : 1;
+  const float* __restrict b0 = g.transpose_b ? g.b + j0 * g.ldb : g.b + j0;
+  const float* __restrict b1 = b0 + next_col;
+  const float* __restrict b2 = b1 + next_col;
+  const float* __restrict b3 = b2 + next_col;
   float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
-  for (std::size_t p = g.k; p != 0; --p) {
+  for (std::size_t p = g.k; p != 0; --p, b0 += step, b1 += step, b2 += step, b3 += step) {
     const float x = *a++;
-    float y0, y1, y2, y3;
-    b.next(y0, y1, y2, y3);
-    c0 = fmadd(x, y0, c0);
-    c1 = fmadd(x, y1, c1);
-    c2 = fmadd(x, y2, c2);
-    c3 = fmadd(x, y3, c3);
+    c0 = fmadd(x, *b0, c0);
+    c1 = fmadd(x, *b1, c1);
+    c2 = fmadd(x, *b2, c2);
+    c3 = fmadd(x, *b3, c3);
   }
   float* __restrict c = g.c + i * g.ldc + j0;
   c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3;
 }
 
-// Four rows against one column (the columns left right of the last 4-column tile).
-template <bool TransposeB>
+// Four rows against one column (the columns left right of the last 4-column tile), and one element.
 __attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size_t i0, std::size_t j) noexcept {
   const float* __restrict a0 = g.a + i0 * g.lda;
   const float* __restrict a1 = a0 + g.lda;
   const float* __restrict a2 = a1 + g.lda;
   const float* __restrict a3 = a2 + g.lda;
-  const float* __restrict b = TransposeB ? g.b + j * g.ldb : g.b + j;
-  const std::size_t step = TransposeB ? 1 : g.ldb;
+  const float* __restrict b = g.transpose_b ? g.b + j * g.ldb : g.b + j;
+  const std::size_t step = g.transpose_b ? 1 : g.ldb;
   float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
   for (std::size_t p = g.k; p != 0; --p) {
     const float y = *b;
@@ -145,11 +146,10 @@ __attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size
   c[3 * g.ldc] = c3;
 }
 
-template <bool TransposeB>
 __attribute__((noinline)) void gemm_tile_1x1_scalar(const GemmArgs& g, std::size_t i, std::size_t j) noexcept {
   const float* __restrict a = g.a + i * g.lda;
-  const float* __restrict b = TransposeB ? g.b + j * g.ldb : g.b + j;
-  const std::size_t step = TransposeB ? 1 : g.ldb;
+  const float* __restrict b = g.transpose_b ? g.b + j * g.ldb : g.b + j;
+  const std::size_t step = g.transpose_b ? 1 : g.ldb;
   float acc = 0.0f;
   for (std::size_t p = g.k; p != 0; --p, b += step) acc = fmadd(*a++, *b, acc);
   g.c[i * g.ldc + j] = acc;
@@ -160,11 +160,11 @@ void gemm_scalar_impl(const GemmArgs& g) noexcept {
   const std::size_t m4 = g.m - g.m % gemm_mr, n4 = g.n - g.n % gemm_nr;
   for (std::size_t i0 = 0; i0 < m4; i0 += gemm_mr) {
     for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_4x4_scalar<TransposeB>(g, i0, j0);
-    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_4x1_scalar<TransposeB>(g, i0, j);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_4x1_scalar(g, i0, j);
   }
   for (std::size_t i = m4; i < g.m; ++i) {
-    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_1x4_scalar<TransposeB>(g, i, j0);
-    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_1x1_scalar<TransposeB>(g, i, j);
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_1x4_scalar(g, i, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_1x1_scalar(g, i, j);
   }
 }
 
@@ -176,7 +176,7 @@ void gemm_scalar(const GemmArgs& g) noexcept {
   }
 }
 
-void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
+__attribute__((noinline)) void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] = exp_scalar(x[i]);
 }
 
@@ -190,14 +190,19 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) x[i] = has_nan ? NAN : 0.0f;
     return;
   }
+  // x − m in place, then the exp kernel over the row (one inlined exp in the library, not two), then the sum.
+  // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN.
+  for (std::size_t i = 0; i < n; ++i) x[i] -= m;
+  exp_scalar_n(x, x, n);
   float sum = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) {
-    x[i] = exp_scalar(x[i] - m);  // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN
-    sum += x[i];
-  }
+  for (std::size_t i = 0; i < n; ++i) sum += x[i];
   const float inv = 1.0f / sum;
   for (std::size_t i = 0; i < n; ++i) x[i] *= inv;
 }
+
+// One 2^x out of line, for the cold uses (alpha once per block, short tiles, the test hook): each inlined
+// copy costs ~90 bytes of flash, and the library text budget is 8 KiB.
+__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
 
 // ---- attention primitives (Br = attention_block_q lanes, see kernels.hpp) ----
 constexpr std::size_t br = attention_block_q;
@@ -206,6 +211,19 @@ void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::s
                         std::size_t nq) noexcept {
   const GemmArgs g{k, ldk, qt, br, false, s, br, bk, nq, d_k};
   gemm_scalar(g);
+}
+
+// Lanes i and i + 1 of a key block (x = s + i): x[j][0..1] = 2^(x[j][0..1] − u0..1), their sums. Two lanes per
+// pass keep two inlined 2^x in flash instead of four.
+__attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::size_t bk, float u0, float u1, float& sum0,
+                                                   float& sum1) noexcept {
+  float s0 = 0.0f, s1 = 0.0f;
+  for (float* const end = x + bk * br; x != end; x += br) {
+    const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
+    x[0] = p0, x[1] = p1;
+    s0 += p0, s1 += p1;
+  }
+  sum0 = s0, sum1 = s1;
 }
 
 // A full tile (4 lanes): one pass reads each key's four scores together (contiguous, no lane loop), the
@@ -222,18 +240,15 @@ __attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::siz
   }
   const float u0 = m0 == -INFINITY ? 0.0f : m0, u1 = m1 == -INFINITY ? 0.0f : m1;
   const float u2 = m2 == -INFINITY ? 0.0f : m2, u3 = m3 == -INFINITY ? 0.0f : m3;
-  float sum0 = 0.0f, sum1 = 0.0f, sum2 = 0.0f, sum3 = 0.0f;
-  for (float* __restrict x = s; x != s + bk * br; x += br) {
-    const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
-    const float p2 = exp2_nonpositive_scalar(x[2] - u2), p3 = exp2_nonpositive_scalar(x[3] - u3);
-    x[0] = p0, x[1] = p1, x[2] = p2, x[3] = p3;
-    sum0 += p0, sum1 += p1, sum2 += p2, sum3 += p3;
+  float sums[4];
+  attn_exp2_lane_pair(s, bk, u0, u1, sums[0], sums[1]);
+  attn_exp2_lane_pair(s + 2, bk, u2, u3, sums[2], sums[3]);
+  alpha[0] = u0, alpha[1] = u1, alpha[2] = u2, alpha[3] = u3;  // once per block: a loop, not four copies
+  for (std::size_t i = 0; i < 4; ++i) {
+    const float a = exp2_nonpositive_call(m[i] - alpha[i]);
+    alpha[i] = a;
+    l[i] = fmadd(l[i], a, sums[i]);
   }
-  const float a0 = exp2_nonpositive_scalar(m[0] - u0), a1 = exp2_nonpositive_scalar(m[1] - u1);
-  const float a2 = exp2_nonpositive_scalar(m[2] - u2), a3 = exp2_nonpositive_scalar(m[3] - u3);
-  alpha[0] = a0, alpha[1] = a1, alpha[2] = a2, alpha[3] = a3;
-  l[0] = fmadd(l[0], a0, sum0), l[1] = fmadd(l[1], a1, sum1), l[2] = fmadd(l[2], a2, sum2);
-  l[3] = fmadd(l[3], a3, sum3);
   m[0] = m0, m[1] = m1, m[2] = m2, m[3] = m3;
 }
 
@@ -246,10 +261,10 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
     float mb = m[i];
     for (std::size_t j = 0; j < bk; ++j) mb = s[j * br + i] > mb ? s[j * br + i] : mb;
     const float m_use = mb == -INFINITY ? 0.0f : mb;
-    alpha[i] = exp2_nonpositive_scalar(m[i] - m_use);
+    alpha[i] = exp2_nonpositive_call(m[i] - m_use);
     float sum = 0.0f;
     for (std::size_t j = 0; j < bk; ++j) {
-      const float p = exp2_nonpositive_scalar(s[j * br + i] - m_use);
+      const float p = exp2_nonpositive_call(s[j * br + i] - m_use);
       s[j * br + i] = p;
       sum += p;
     }
@@ -383,7 +398,7 @@ void attn_store_out_scalar(const float* ot, const float* l, std::size_t bq, std:
 }
 
 void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_call(x[i]);
 }
 
 constexpr Kernels scalar_table{"scalar",
