@@ -148,21 +148,27 @@ __attribute__((noinline)) void gemm_tile_dot(const float* __restrict a, std::siz
   const float* __restrict b0 = b;
   const float* __restrict b1 = b + (C > 1 ? ldb : 0);
   float32x4_t c00 = vdupq_n_f32(0.0f), c01 = c00, c10 = c00, c11 = c00;
-  for (std::size_t p = 0; p < k; p += lanes) {
-    const mve_pred16_t live = vctp32q(static_cast<std::uint32_t>(k - p));
-    const float32x4_t x0 = vldrwq_z_f32(a0 + p, live), y0 = vldrwq_z_f32(b0 + p, live);
+  // Whole vectors unpredicated (a predicated load costs a VPST each), then the tail of k under VCTP.
+  auto step = [&](std::size_t p, auto load) __attribute__((always_inline)) {
+    const float32x4_t x0 = load(a0 + p), y0 = load(b0 + p);
     c00 = vfmaq_f32(c00, x0, y0);
     if constexpr (C > 1) {
-      const float32x4_t y1 = vldrwq_z_f32(b1 + p, live);
+      const float32x4_t y1 = load(b1 + p);
       c01 = vfmaq_f32(c01, x0, y1);
       if constexpr (R > 1) {
-        const float32x4_t x1 = vldrwq_z_f32(a1 + p, live);
+        const float32x4_t x1 = load(a1 + p);
         c10 = vfmaq_f32(c10, x1, y0);
         c11 = vfmaq_f32(c11, x1, y1);
       }
     } else if constexpr (R > 1) {
-      c10 = vfmaq_f32(c10, vldrwq_z_f32(a1 + p, live), y0);
+      c10 = vfmaq_f32(c10, load(a1 + p), y0);
     }
+  };
+  const std::size_t whole = k - k % lanes;
+  for (std::size_t p = 0; p < whole; p += lanes) step(p, [](const float* q) { return vldrwq_f32(q); });
+  if (whole < k) {
+    const mve_pred16_t live = vctp32q(static_cast<std::uint32_t>(k - whole));
+    step(whole, [live](const float* q) { return vldrwq_z_f32(q, live); });
   }
   c[0] = horizontal_sum(c00);
   if constexpr (C > 1) c[1] = horizontal_sum(c01);
