@@ -6,20 +6,21 @@
 #   scripts/test.sh asan clang   the host suite under AddressSanitizer + UBSan; built with Clang, -Werror
 #   scripts/test.sh fuzz         the libFuzzer targets, 60 s each (scripts/fuzz.sh)
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu or cortex-m4
-#   scripts/test.sh footprint    the Cortex-M4/M7 flash, RAM and stack figures against their budgets
+#   scripts/test.sh footprint    the Cortex-M4/M7/M55 flash, RAM and stack figures against their budgets
+#   scripts/test.sh mcu-bench    the Cortex-M instruction counts under QEMU against their budgets (+2 % at most)
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang fuzz $linux_targets $mcu_targets footprint"}
+targets=${*:-"native asan clang fuzz $linux_targets $mcu_targets footprint mcu-bench"}
 
 groups=native
 for t in $targets; do
   case $t in
     native | asan) ;;
     clang | fuzz) groups="$groups checks" ;;
-    cortex-m* | footprint) groups="$groups mcu" ;;
+    cortex-m* | footprint | mcu-bench) groups="$groups mcu" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -56,7 +57,10 @@ for t in $targets; do
       unset CXX ;;
     footprint)
       echo "=== footprint"
-      /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 ;;
+      /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 build-cortex-m55 ;;
+    mcu-bench)
+      echo "=== mcu-bench"
+      scripts/mcu_bench.sh --check ;;
     fuzz) scripts/fuzz.sh 60 ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }

@@ -13,55 +13,158 @@ namespace microattn {
 namespace detail {
 namespace {
 
-// 4×4 register tile: 16 accumulators + 8 operands fit the 32 single-precision registers of a Cortex-M4F/M7.
 constexpr std::size_t gemm_mr = 4;
 constexpr std::size_t gemm_nr = 4;
 
+// Register tiles written out: every accumulator and operand is a named local, so they live in registers at
+// any optimization level (at -Os GCC unrolls nothing, and arrays such as acc[4][4] would stay on the stack:
+// 7 instructions per multiply-add instead of 1.6). 4×4: 16 accumulators + 8 operands fit the 32
+// single-precision registers of a Cortex-M4F/M7. Each element is summed over p in order, one fused
+// multiply-add at a time, whichever tile computes it (so edge and full tiles round alike).
+//
+// B operand of a tile: four columns j0..j0+3 of b. Not transposed: one row of b per step (four adjacent
+// floats, then + ldb: one pointer); transposed (b stored n×k): four rows of b read along p (four pointers,
+// each load post-increments).
 template <bool TransposeB>
-inline float b_at(const GemmArgs& g, std::size_t p, std::size_t j) noexcept {
-  return TransposeB ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j];
+struct BColumns;
+
+template <>
+struct BColumns<false> {
+  const float* __restrict b;
+  std::size_t ldb;
+  BColumns(const GemmArgs& g, std::size_t j0) noexcept : b(g.b + j0), ldb(g.ldb) {}
+  // Loads b(p, j0..j0+3) into y0..y3 and advances to p + 1.
+  __attribute__((always_inline)) void next(float& y0, float& y1, float& y2, float& y3) noexcept {
+    y0 = b[0];
+    y1 = b[1];
+    y2 = b[2];
+    y3 = b[3];
+    b += ldb;
+  }
+};
+
+template <>
+struct BColumns<true> {
+  const float* __restrict b0;
+  const float* __restrict b1;
+  const float* __restrict b2;
+  const float* __restrict b3;
+  BColumns(const GemmArgs& g, std::size_t j0) noexcept
+      : b0(g.b + j0 * g.ldb), b1(b0 + g.ldb), b2(b1 + g.ldb), b3(b2 + g.ldb) {}
+  __attribute__((always_inline)) void next(float& y0, float& y1, float& y2, float& y3) noexcept {
+    y0 = *b0++;
+    y1 = *b1++;
+    y2 = *b2++;
+    y3 = *b3++;
+  }
+};
+
+// The tiles are out of line: inlined into the loops over tiles, their pointers would compete with the loop
+// variables for the 13 general registers and spill.
+template <bool TransposeB>
+__attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
+  const float* __restrict a0 = g.a + i0 * g.lda;
+  const float* __restrict a1 = a0 + g.lda;
+  const float* __restrict a2 = a1 + g.lda;
+  const float* __restrict a3 = a2 + g.lda;
+  BColumns<TransposeB> b(g, j0);
+  float c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f, c10 = 0.0f, c11 = 0.0f, c12 = 0.0f, c13 = 0.0f;
+  float c20 = 0.0f, c21 = 0.0f, c22 = 0.0f, c23 = 0.0f, c30 = 0.0f, c31 = 0.0f, c32 = 0.0f, c33 = 0.0f;
+  for (std::size_t p = g.k; p != 0; --p) {
+    const float x0 = *a0++, x1 = *a1++, x2 = *a2++, x3 = *a3++;
+    float y0, y1, y2, y3;
+    b.next(y0, y1, y2, y3);
+    c00 = fmadd(x0, y0, c00);
+    c01 = fmadd(x0, y1, c01);
+    c02 = fmadd(x0, y2, c02);
+    c03 = fmadd(x0, y3, c03);
+    c10 = fmadd(x1, y0, c10);
+    c11 = fmadd(x1, y1, c11);
+    c12 = fmadd(x1, y2, c12);
+    c13 = fmadd(x1, y3, c13);
+    c20 = fmadd(x2, y0, c20);
+    c21 = fmadd(x2, y1, c21);
+    c22 = fmadd(x2, y2, c22);
+    c23 = fmadd(x2, y3, c23);
+    c30 = fmadd(x3, y0, c30);
+    c31 = fmadd(x3, y1, c31);
+    c32 = fmadd(x3, y2, c32);
+    c33 = fmadd(x3, y3, c33);
+  }
+  float* __restrict c = g.c + i0 * g.ldc + j0;
+  c[0] = c00, c[1] = c01, c[2] = c02, c[3] = c03;
+  c += g.ldc;
+  c[0] = c10, c[1] = c11, c[2] = c12, c[3] = c13;
+  c += g.ldc;
+  c[0] = c20, c[1] = c21, c[2] = c22, c[3] = c23;
+  c += g.ldc;
+  c[0] = c30, c[1] = c31, c[2] = c32, c[3] = c33;
 }
 
-template <bool TransposeB>
-void gemm_tile_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
-  float acc[gemm_mr][gemm_nr] = {};
-  const float* a0 = g.a + i0 * g.lda;
-  for (std::size_t p = 0; p < g.k; ++p) {
-    float av[gemm_mr], bv[gemm_nr];
-    for (std::size_t r = 0; r < gemm_mr; ++r) av[r] = a0[r * g.lda + p];
-    for (std::size_t c = 0; c < gemm_nr; ++c) bv[c] = b_at<TransposeB>(g, p, j0 + c);
-    for (std::size_t r = 0; r < gemm_mr; ++r)
-      for (std::size_t c = 0; c < gemm_nr; ++c) acc[r][c] = fmadd(av[r], bv[c], acc[r][c]);
+// One row against four columns (the rows left below the last 4-row tile). Edge tiles read b with a run-time
+// step (1 when transposed, ldb otherwise): they are not worth a copy per layout.
+__attribute__((noinline)) void gemm_tile_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
+  const float* __restrict a = g.a + i * g.lda;
+  const std::size_t step = g.transpose_b ? 1 : g.ldb, next_col = g.transpose_b ? g.ldb : 1;
+  const float* __restrict b0 = g.transpose_b ? g.b + j0 * g.ldb : g.b + j0;
+  const float* __restrict b1 = b0 + next_col;
+  const float* __restrict b2 = b1 + next_col;
+  const float* __restrict b3 = b2 + next_col;
+  float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+  for (std::size_t p = g.k; p != 0; --p, b0 += step, b1 += step, b2 += step, b3 += step) {
+    const float x = *a++;
+    c0 = fmadd(x, *b0, c0);
+    c1 = fmadd(x, *b1, c1);
+    c2 = fmadd(x, *b2, c2);
+    c3 = fmadd(x, *b3, c3);
   }
-  for (std::size_t r = 0; r < gemm_mr; ++r)
-    for (std::size_t c = 0; c < gemm_nr; ++c) g.c[(i0 + r) * g.ldc + j0 + c] = acc[r][c];
+  float* __restrict c = g.c + i * g.ldc + j0;
+  c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3;
 }
 
-// Edge tiles (fewer than 4 rows or columns left): same summation order, one element at a time.
-template <bool TransposeB>
-void gemm_edge_scalar(const GemmArgs& g, std::size_t i0, std::size_t mr, std::size_t j0, std::size_t nr) noexcept {
-  for (std::size_t r = 0; r < mr; ++r) {
-    const float* ar = g.a + (i0 + r) * g.lda;
-    for (std::size_t c = 0; c < nr; ++c) {
-      float acc = 0.0f;
-      for (std::size_t p = 0; p < g.k; ++p) acc = fmadd(ar[p], b_at<TransposeB>(g, p, j0 + c), acc);
-      g.c[(i0 + r) * g.ldc + j0 + c] = acc;
-    }
+// Four rows against one column (the columns left right of the last 4-column tile), and one element.
+__attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size_t i0, std::size_t j) noexcept {
+  const float* __restrict a0 = g.a + i0 * g.lda;
+  const float* __restrict a1 = a0 + g.lda;
+  const float* __restrict a2 = a1 + g.lda;
+  const float* __restrict a3 = a2 + g.lda;
+  const float* __restrict b = g.transpose_b ? g.b + j * g.ldb : g.b + j;
+  const std::size_t step = g.transpose_b ? 1 : g.ldb;
+  float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+  for (std::size_t p = g.k; p != 0; --p) {
+    const float y = *b;
+    b += step;
+    c0 = fmadd(*a0++, y, c0);
+    c1 = fmadd(*a1++, y, c1);
+    c2 = fmadd(*a2++, y, c2);
+    c3 = fmadd(*a3++, y, c3);
   }
+  float* __restrict c = g.c + i0 * g.ldc + j;
+  c[0] = c0;
+  c[g.ldc] = c1;
+  c[2 * g.ldc] = c2;
+  c[3 * g.ldc] = c3;
+}
+
+__attribute__((noinline)) void gemm_tile_1x1_scalar(const GemmArgs& g, std::size_t i, std::size_t j) noexcept {
+  const float* __restrict a = g.a + i * g.lda;
+  const float* __restrict b = g.transpose_b ? g.b + j * g.ldb : g.b + j;
+  const std::size_t step = g.transpose_b ? 1 : g.ldb;
+  float acc = 0.0f;
+  for (std::size_t p = g.k; p != 0; --p, b += step) acc = fmadd(*a++, *b, acc);
+  g.c[i * g.ldc + j] = acc;
 }
 
 template <bool TransposeB>
 void gemm_scalar_impl(const GemmArgs& g) noexcept {
-  for (std::size_t i0 = 0; i0 < g.m; i0 += gemm_mr) {
-    const std::size_t mr = g.m - i0 < gemm_mr ? g.m - i0 : gemm_mr;
-    for (std::size_t j0 = 0; j0 < g.n; j0 += gemm_nr) {
-      const std::size_t nr = g.n - j0 < gemm_nr ? g.n - j0 : gemm_nr;
-      if (mr == gemm_mr && nr == gemm_nr) {
-        gemm_tile_4x4_scalar<TransposeB>(g, i0, j0);
-      } else {
-        gemm_edge_scalar<TransposeB>(g, i0, mr, j0, nr);
-      }
-    }
+  const std::size_t m4 = g.m - g.m % gemm_mr, n4 = g.n - g.n % gemm_nr;
+  for (std::size_t i0 = 0; i0 < m4; i0 += gemm_mr) {
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_4x4_scalar<TransposeB>(g, i0, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_4x1_scalar(g, i0, j);
+  }
+  for (std::size_t i = m4; i < g.m; ++i) {
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_1x4_scalar(g, i, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_1x1_scalar(g, i, j);
   }
 }
 
@@ -73,7 +176,7 @@ void gemm_scalar(const GemmArgs& g) noexcept {
   }
 }
 
-void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
+__attribute__((noinline)) void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] = exp_scalar(x[i]);
 }
 
@@ -87,14 +190,19 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) x[i] = has_nan ? NAN : 0.0f;
     return;
   }
+  // x − m in place, then the exp kernel over the row (one inlined exp in the library, not two), then the sum.
+  // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN.
+  for (std::size_t i = 0; i < n; ++i) x[i] -= m;
+  exp_scalar_n(x, x, n);
   float sum = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) {
-    x[i] = exp_scalar(x[i] - m);  // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN
-    sum += x[i];
-  }
+  for (std::size_t i = 0; i < n; ++i) sum += x[i];
   const float inv = 1.0f / sum;
   for (std::size_t i = 0; i < n; ++i) x[i] *= inv;
 }
+
+// One 2^x out of line, for the cold uses (alpha once per block, short tiles, the test hook): each inlined
+// copy costs ~90 bytes of flash, and the library text budget is 8 KiB.
+__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
 
 // ---- attention primitives (Br = attention_block_q lanes, see kernels.hpp) ----
 constexpr std::size_t br = attention_block_q;
@@ -105,15 +213,58 @@ void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::s
   gemm_scalar(g);
 }
 
+// Lanes i and i + 1 of a key block (x = s + i): x[j][0..1] = 2^(x[j][0..1] − u0..1), their sums. Two lanes per
+// pass keep two inlined 2^x in flash instead of four.
+__attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::size_t bk, float u0, float u1, float& sum0,
+                                                   float& sum1) noexcept {
+  float s0 = 0.0f, s1 = 0.0f;
+  for (float* const end = x + bk * br; x != end; x += br) {
+    const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
+    x[0] = p0, x[1] = p1;
+    s0 += p0, s1 += p1;
+  }
+  sum0 = s0, sum1 = s1;
+}
+
+// A full tile (4 lanes): one pass reads each key's four scores together (contiguous, no lane loop), the
+// running values of all lanes stay in registers. Per lane the same operations in the same order as below.
+__attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::size_t bk, float* __restrict m,
+                                                   float* __restrict l, float* __restrict alpha) noexcept {
+  float m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
+  const float* __restrict sj = s;
+  for (std::size_t j = bk; j != 0; --j, sj += br) {
+    m0 = sj[0] > m0 ? sj[0] : m0;
+    m1 = sj[1] > m1 ? sj[1] : m1;
+    m2 = sj[2] > m2 ? sj[2] : m2;
+    m3 = sj[3] > m3 ? sj[3] : m3;
+  }
+  const float u0 = m0 == -INFINITY ? 0.0f : m0, u1 = m1 == -INFINITY ? 0.0f : m1;
+  const float u2 = m2 == -INFINITY ? 0.0f : m2, u3 = m3 == -INFINITY ? 0.0f : m3;
+  float sums[4];
+  attn_exp2_lane_pair(s, bk, u0, u1, sums[0], sums[1]);
+  attn_exp2_lane_pair(s + 2, bk, u2, u3, sums[2], sums[3]);
+  alpha[0] = u0, alpha[1] = u1, alpha[2] = u2, alpha[3] = u3;  // once per block: a loop, not four copies
+  for (std::size_t i = 0; i < 4; ++i) {
+    const float a = exp2_nonpositive_call(m[i] - alpha[i]);
+    alpha[i] = a;
+    l[i] = fmadd(l[i], a, sums[i]);
+  }
+  m[0] = m0, m[1] = m1, m[2] = m2, m[3] = m3;
+}
+
 void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
+  if (br == 4 && nq == 4) {
+    attn_softmax_4lanes(s, bk, m, l, alpha);
+    return;
+  }
   for (std::size_t i = 0; i < nq; ++i) {
     float mb = m[i];
     for (std::size_t j = 0; j < bk; ++j) mb = s[j * br + i] > mb ? s[j * br + i] : mb;
     const float m_use = mb == -INFINITY ? 0.0f : mb;
-    alpha[i] = exp2_nonpositive_scalar(m[i] - m_use);
+    alpha[i] = exp2_nonpositive_call(m[i] - m_use);
     float sum = 0.0f;
     for (std::size_t j = 0; j < bk; ++j) {
-      const float p = exp2_nonpositive_scalar(s[j * br + i] - m_use);
+      const float p = exp2_nonpositive_call(s[j * br + i] - m_use);
       s[j * br + i] = p;
       sum += p;
     }
@@ -122,42 +273,124 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
   }
 }
 
-// Lanes [0, width): Width is the tile's full Br (a constant, so the lane loop unrolls — 4 lanes on Cortex-M)
-// or 0 for a run-time width (short tiles, causal steps).
-template <std::size_t Width>
-void attn_pv_lanes(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v, const float* alpha,
-                   float* ot, std::size_t nq) noexcept {
-  const std::size_t w = Width != 0 ? Width : nq;
-  for (std::size_t c = 0; c < d_v; ++c)
-    for (std::size_t i = 0; i < w; ++i) ot[c * br + i] *= alpha[i];
-  for (std::size_t j = 0; j < bk; ++j) {
-    const float* pj = p + j * br;
-    const float* vj = v + j * ldv;
-    for (std::size_t c = 0; c < d_v; ++c) {
-      const float vjc = vj[c];
-      float* oc = ot + c * br;
-      for (std::size_t i = 0; i < w; ++i) oc[i] = fmadd(vjc, pj[i], oc[i]);
-    }
+// P·V of a full tile (br = 4 lanes) for columns [c0, c0 + 4): the 16 accumulators ot[c][i] stay in registers
+// across the whole key block (loaded, rescaled by alpha once, stored once), and each key costs 4 loads of p,
+// 4 of v and 16 multiply-adds. Same order as the plain loop: ot·alpha, then + p[j]·v[j][c] for j in order.
+__attribute__((noinline)) void attn_pv_tile_4x4(const float* __restrict p, std::size_t bk, const float* __restrict v,
+                                                std::size_t ldv, const float* __restrict alpha,
+                                                float* __restrict ot) noexcept {
+  const float al0 = alpha[0], al1 = alpha[1], al2 = alpha[2], al3 = alpha[3];
+  float* __restrict o0 = ot;
+  float* __restrict o1 = ot + br;
+  float* __restrict o2 = ot + 2 * br;
+  float* __restrict o3 = ot + 3 * br;
+  // cC_I: column c0 + C, lane I
+  float c00 = o0[0] * al0, c01 = o0[1] * al1, c02 = o0[2] * al2, c03 = o0[3] * al3;
+  float c10 = o1[0] * al0, c11 = o1[1] * al1, c12 = o1[2] * al2, c13 = o1[3] * al3;
+  float c20 = o2[0] * al0, c21 = o2[1] * al1, c22 = o2[2] * al2, c23 = o2[3] * al3;
+  float c30 = o3[0] * al0, c31 = o3[1] * al1, c32 = o3[2] * al2, c33 = o3[3] * al3;
+  for (std::size_t j = bk; j != 0; --j) {
+    const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+    const float v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
+    p += br;
+    v += ldv;
+    c00 = fmadd(v0, p0, c00);
+    c01 = fmadd(v0, p1, c01);
+    c02 = fmadd(v0, p2, c02);
+    c03 = fmadd(v0, p3, c03);
+    c10 = fmadd(v1, p0, c10);
+    c11 = fmadd(v1, p1, c11);
+    c12 = fmadd(v1, p2, c12);
+    c13 = fmadd(v1, p3, c13);
+    c20 = fmadd(v2, p0, c20);
+    c21 = fmadd(v2, p1, c21);
+    c22 = fmadd(v2, p2, c22);
+    c23 = fmadd(v2, p3, c23);
+    c30 = fmadd(v3, p0, c30);
+    c31 = fmadd(v3, p1, c31);
+    c32 = fmadd(v3, p2, c32);
+    c33 = fmadd(v3, p3, c33);
   }
+  o0[0] = c00, o0[1] = c01, o0[2] = c02, o0[3] = c03;
+  o1[0] = c10, o1[1] = c11, o1[2] = c12, o1[3] = c13;
+  o2[0] = c20, o2[1] = c21, o2[2] = c22, o2[3] = c23;
+  o3[0] = c30, o3[1] = c31, o3[2] = c32, o3[3] = c33;
+}
+
+// One column, four lanes (the columns left after the 4-column tiles).
+void attn_pv_tile_4x1(const float* __restrict p, std::size_t bk, const float* __restrict v, std::size_t ldv,
+                      const float* __restrict alpha, float* __restrict ot) noexcept {
+  float c0 = ot[0] * alpha[0], c1 = ot[1] * alpha[1], c2 = ot[2] * alpha[2], c3 = ot[3] * alpha[3];
+  for (std::size_t j = bk; j != 0; --j) {
+    const float vj = *v;
+    c0 = fmadd(vj, p[0], c0);
+    c1 = fmadd(vj, p[1], c1);
+    c2 = fmadd(vj, p[2], c2);
+    c3 = fmadd(vj, p[3], c3);
+    p += br;
+    v += ldv;
+  }
+  ot[0] = c0, ot[1] = c1, ot[2] = c2, ot[3] = c3;
 }
 
 void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
                     const float* alpha, float* ot, std::size_t nq) noexcept {
-  if (nq == br) {
-    attn_pv_lanes<br>(p, bk, v, ldv, d_v, alpha, ot, nq);
-  } else {
-    attn_pv_lanes<0>(p, bk, v, ldv, d_v, alpha, ot, nq);
+  if (br == 4 && nq == 4) {
+    std::size_t c = 0;
+    for (; c + 4 <= d_v; c += 4) attn_pv_tile_4x4(p, bk, v + c, ldv, alpha, ot + c * br);
+    for (; c < d_v; ++c) attn_pv_tile_4x1(p, bk, v + c, ldv, alpha, ot + c * br);
+    return;
+  }
+  // Short tiles (and builds with another Br): one lane at a time, the same order per element.
+  for (std::size_t c = 0; c < d_v; ++c) {
+    float* __restrict oc = ot + c * br;
+    for (std::size_t i = 0; i < nq; ++i) {
+      float acc = oc[i] * alpha[i];
+      const float* __restrict pj = p + i;
+      const float* __restrict vj = v + c;
+      for (std::size_t j = bk; j != 0; --j, pj += br, vj += ldv) acc = fmadd(*vj, *pj, acc);
+      oc[i] = acc;
+    }
   }
 }
 
 void attn_pack_q_scalar(const float* q, std::size_t ldq, std::size_t bq, std::size_t d_k, float factor,
                         float* qt) noexcept {
+  if (br == 4 && bq == 4) {  // four rows of q read side by side, qt written in order
+    const float* __restrict q0 = q;
+    const float* __restrict q1 = q + ldq;
+    const float* __restrict q2 = q + 2 * ldq;
+    const float* __restrict q3 = q + 3 * ldq;
+    float* __restrict t = qt;
+    for (std::size_t p = d_k; p != 0; --p, t += br) {
+      t[0] = *q0++ * factor;
+      t[1] = *q1++ * factor;
+      t[2] = *q2++ * factor;
+      t[3] = *q3++ * factor;
+    }
+    return;
+  }
   for (std::size_t i = 0; i < bq; ++i)
     for (std::size_t p = 0; p < d_k; ++p) qt[p * br + i] = q[i * ldq + p] * factor;
 }
 
 void attn_store_out_scalar(const float* ot, const float* l, std::size_t bq, std::size_t d_v, float* out,
                            std::size_t ldo) noexcept {
+  if (br == 4 && bq == 4 && l[0] != 0.0f && l[1] != 0.0f && l[2] != 0.0f && l[3] != 0.0f) {
+    const float inv0 = 1.0f / l[0], inv1 = 1.0f / l[1], inv2 = 1.0f / l[2], inv3 = 1.0f / l[3];
+    float* __restrict y0 = out;
+    float* __restrict y1 = out + ldo;
+    float* __restrict y2 = out + 2 * ldo;
+    float* __restrict y3 = out + 3 * ldo;
+    const float* __restrict t = ot;
+    for (std::size_t c = d_v; c != 0; --c, t += br) {
+      *y0++ = t[0] * inv0;
+      *y1++ = t[1] * inv1;
+      *y2++ = t[2] * inv2;
+      *y3++ = t[3] * inv3;
+    }
+    return;
+  }
   for (std::size_t i = 0; i < bq; ++i) {
     const float inv = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
     for (std::size_t c = 0; c < d_v; ++c) out[i * ldo + c] = l[i] == 0.0f ? 0.0f : ot[c * br + i] * inv;
@@ -165,7 +398,7 @@ void attn_store_out_scalar(const float* ot, const float* l, std::size_t bq, std:
 }
 
 void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_call(x[i]);
 }
 
 constexpr Kernels scalar_table{"scalar",

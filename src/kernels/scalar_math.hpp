@@ -8,12 +8,16 @@
 
 #include "kernels/exp_constants.hpp"
 
+// Forced inline: at -Os (the Cortex-M cross files) GCC would otherwise call these per element — a call per
+// exp and per multiply-add costs more than the arithmetic itself.
+#define MICROATTN_SCALAR_INLINE inline __attribute__((always_inline))
+
 namespace microattn {
 namespace detail {
 
 // a·b + c, fused where the target has a hardware FMA (Cortex-M4F/M7, x86 FMA3, NEON-VFPv4), plain otherwise:
 // a software fmaf would cost far more than the rounding it saves.
-inline float fmadd(float a, float b, float c) noexcept {
+MICROATTN_SCALAR_INLINE float fmadd(float a, float b, float c) noexcept {
 #if defined(__FP_FAST_FMAF)
   return __builtin_fmaf(a, b, c);
 #else
@@ -21,20 +25,21 @@ inline float fmadd(float a, float b, float c) noexcept {
 #endif
 }
 
-inline std::uint32_t float_bits(float f) noexcept {
+MICROATTN_SCALAR_INLINE std::uint32_t float_bits(float f) noexcept {
   std::uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
 }
 
-inline float bits_float(std::uint32_t u) noexcept {
+MICROATTN_SCALAR_INLINE float bits_float(std::uint32_t u) noexcept {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
 // c0 + c1·r + … + c6·r⁶ in Horner form: both exps' polynomials (the vector kernels evaluate in the same order).
-inline float horner6(float r, float c0, float c1, float c2, float c3, float c4, float c5, float c6) noexcept {
+MICROATTN_SCALAR_INLINE float horner6(float r, float c0, float c1, float c2, float c3, float c4, float c5,
+                                      float c6) noexcept {
   float p = fmadd(c6, r, c5);
   p = fmadd(p, r, c4);
   p = fmadd(p, r, c3);
@@ -44,7 +49,7 @@ inline float horner6(float r, float c0, float c1, float c2, float c3, float c4, 
 }
 
 // e^x, the same algorithm (exp_constants.hpp) as the vector kernels, one float at a time.
-inline float exp_scalar(float x) noexcept {
+MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
   using namespace exp_constants;
   x = x < x_min ? x_min : x;  // written so that a NaN passes through both clamps
   x = x > x_max ? x_max : x;
@@ -62,7 +67,7 @@ inline float exp_scalar(float x) noexcept {
 }
 
 // 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), one float at a time.
-inline float exp2_nonpositive_scalar(float x) noexcept {
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_scalar(float x) noexcept {
   using namespace exp2_constants;
   x = x < x_min ? x_min : x;  // NaN passes through
   const float t = x + round_magic;
