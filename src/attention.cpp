@@ -28,11 +28,24 @@ inline bool row_finite(const float* x, std::size_t n) noexcept {
   return nonfinite == 0;
 }
 
-bool all_finite(MatrixView<const float> m) noexcept {
-  for (std::size_t r = 0; r < m.rows; ++r)
-    if (!row_finite(m.data + r * m.stride, m.cols)) return false;
-  return true;
+// Whether some element of m has |x| >= the float whose bits are `threshold` (positive, normal), or is NaN or
+// ±inf (their magnitude bits are larger still). Compare-and-OR per element, no dependency chain through a
+// maximum, so the compiler vectorizes it like row_finite: the pass over v that every call makes.
+bool any_magnitude_at_least(MatrixView<const float> m, std::uint32_t threshold) noexcept {
+  for (std::size_t r = 0; r < m.rows; ++r) {
+    const float* x = m.data + r * m.stride;
+    std::uint32_t hit = 0;
+    for (std::size_t i = 0; i < m.cols; ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, x + i, sizeof bits);
+      hit |= static_cast<std::uint32_t>((bits & 0x7fffffffu) >= threshold);
+    }
+    if (hit != 0) return true;
+  }
+  return false;
 }
+
+bool all_finite(MatrixView<const float> m) noexcept { return !any_magnitude_at_least(m, 0x7f800000u); }
 
 // P·V of one key block when some rows of V hold NaN or ±inf. A hidden key has probability exactly 0, and
 // 0·NaN would leak its NaN into queries that never see it: such rows are applied lane by lane, skipping the
@@ -159,9 +172,10 @@ float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std
 //  - p_j = e^(t_j − max t), out = Σ p_j·v_j / Σ p_j; no key with t_j > −inf: zeros;
 //  - then every column c in which a visible key has a NaN or ±inf v_jc is NaN, whatever p_j (even 0).
 // scratch: 2·d_v floats.
-void attention_row_exact(const float* q, std::size_t d_k, MatrixView<const float> k, MatrixView<const float> v,
-                         const float* mask_row, std::size_t n_visible, const ExactScale& sc, float* out,
-                         float* scratch) noexcept {
+__attribute__((noinline, cold)) void attention_row_exact(const float* q, std::size_t d_k, MatrixView<const float> k,
+                                                         MatrixView<const float> v, const float* mask_row,
+                                                         std::size_t n_visible, const ExactScale& sc, float* out,
+                                                         float* scratch) noexcept {
   const std::size_t d_v = v.cols;
   float* acc = scratch;            // Σ p_j·v_jc·2^−e_c
   float* col_exp = scratch + d_v;  // e_c, or NaN for a column that must come out NaN
@@ -215,6 +229,24 @@ void attention_row_exact(const float* q, std::size_t d_k, MatrixView<const float
       out[c] = NAN;
     } else {
       out[c] = l == 0.0f ? 0.0f : times_pow2(acc[c] / l, static_cast<int>(col_exp[c]));
+    }
+  }
+}
+
+// Lanes [a, a + nl) of the tile at query i0 that see (causal rule, mask) a key of [j0, j0 + bk) whose value row
+// holds NaN or ±inf get a NaN in their accumulator (no rescaling removes it), which sends them to the exact path.
+__attribute__((noinline, cold)) void mark_rows_seeing_nonfinite_v(MatrixView<const float> v, std::size_t d_v,
+                                                                  std::size_t j0, std::size_t bk, std::size_t i0,
+                                                                  std::size_t a, std::size_t nl, bool causal,
+                                                                  std::ptrdiff_t off, MatrixView<const float> mask,
+                                                                  float* ot) noexcept {
+  for (std::size_t j = 0; j < bk; ++j) {
+    if (row_finite(v.data + (j0 + j) * v.stride, d_v)) continue;
+    for (std::size_t i = a; i < a + nl; ++i) {
+      const bool causal_hidden =
+          causal && static_cast<std::ptrdiff_t>(j0 + j) > static_cast<std::ptrdiff_t>(i0 + i) + off;
+      const bool mask_hidden = mask.data != nullptr && mask.data[(i0 + i) * mask.stride + j0 + j] == -INFINITY;
+      if (!causal_hidden && !mask_hidden) ot[i] = NAN;
     }
   }
 }
@@ -283,7 +315,13 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
   const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
-  const bool v_finite = all_finite(v);
+  // |ot| <= l·max|v| <= n_kv·max|v|: with every |v| below 2^(125 − bits of n_kv), nothing can overflow and the
+  // accumulator need not be checked (only the row sums, which are cheap). One pass over v tells; only when
+  // some value is that large (or not finite) does a second one tell whether v is finite.
+  int kv_bits = 0;
+  for (std::size_t n = n_kv; n != 0; n >>= 1) ++kv_bits;
+  const bool ot_can_overflow = any_magnitude_at_least(v, static_cast<std::uint32_t>(125 - kv_bits + 127) << 23);
+  const bool v_finite = !ot_can_overflow || all_finite(v);
 
   // Lane groups of the causal staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
@@ -316,16 +354,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       // A visible key (not hidden by the causal rule or a −inf mask entry) whose value row holds NaN or ±inf
       // sends the query to the exact path, whatever its probability (which may underflow to 0): marked by a
       // NaN in its accumulator, which no rescaling removes.
-      if (!v_finite)
-        for (std::size_t j = 0; j < bk; ++j) {
-          if (row_finite(v.data + (j0 + j) * v.stride, d_v)) continue;
-          for (std::size_t i = a; i < a + nl; ++i) {
-            const bool causal_hidden =
-                options.causal && static_cast<std::ptrdiff_t>(j0 + j) > static_cast<std::ptrdiff_t>(i0 + i) + off;
-            const bool mask_hidden = mask.data != nullptr && mask.data[(i0 + i) * mask.stride + j0 + j] == -INFINITY;
-            if (!causal_hidden && !mask_hidden) ot[i] = NAN;
-          }
-        }
+      if (!v_finite) mark_rows_seeing_nonfinite_v(v, d_v, j0, bk, i0, a, nl, options.causal, off, mask, ot);
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
         kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
@@ -361,10 +390,11 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       if (!options.causal) break;
     }
 
-    // Rows the fused loop may have got wrong go to the exact path: a non-finite accumulator (overflow, or a
-    // NaN/inf input), a row sum that is not a positive finite number (NaN, or 0: no key seen — the exact path
-    // tells "hidden" from "underflowed"). One pass over the accumulator, flags kept in alpha (free now).
-    const bool ot_finite = row_finite(ot, d_v * br);
+    // Rows the fused loop may have got wrong go to the exact path: a row sum that is not a positive finite
+    // number (NaN from a NaN or +inf score, or 0: no key seen — the exact path tells "hidden" from
+    // "underflowed"), or a non-finite accumulator (Σ p·v overflowed, or a NaN/inf value was seen), which only
+    // a non-finite or huge v can cause (then one pass over it). Flags kept in alpha (free now).
+    const bool ot_finite = !ot_can_overflow || row_finite(ot, d_v * br);
     bool any_exact = false;
     for (std::size_t i = 0; i < bq; ++i) {
       bool bad = !(l[i] > 0.0f && l[i] <= float_max);

@@ -1,0 +1,114 @@
+// Every entry point runs on a thread with a 64 KiB stack (musl's default is 128 KiB, embedded Linux often less)
+// and uses at most entry_point_stack_bytes of it. The thread's stack is painted before the call; the deepest
+// byte that changed, minus what an empty thread function changes (the thread's own start-up frames; glibc also
+// keeps its thread descriptor and TLS in that block), is the entry point's stack use, printed for the README.
+// Linux targets only (pthreads; the cross targets run it under qemu-user). Cortex-M: scripts/footprint.py.
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "microattn/microattn.hpp"
+
+namespace ma = microattn;
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool sanitized = true;  // AddressSanitizer's redzones make every frame larger: run, do not measure
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
+
+constexpr std::size_t thread_stack_bytes = sanitized ? 1024 * 1024 : 64 * 1024;
+constexpr unsigned char paint = 0xa5;
+alignas(4096) unsigned char stack_block[1024 * 1024];
+
+using Job = void (*)();
+ma::Status job_status = ma::Status::ok;
+
+void* trampoline(void* job) {
+  (*reinterpret_cast<Job*>(job))();
+  return nullptr;
+}
+
+// Bytes of the painted stack the job touched (from the top, where the stack starts on every Linux target).
+std::size_t touched_by(Job job) {
+  std::memset(stack_block, paint, thread_stack_bytes);
+  pthread_attr_t attr;
+  EXPECT_EQ(pthread_attr_init(&attr), 0);
+  EXPECT_EQ(pthread_attr_setstack(&attr, stack_block, thread_stack_bytes), 0);
+  pthread_t t;
+  EXPECT_EQ(pthread_create(&t, &attr, trampoline, &job), 0);
+  EXPECT_EQ(pthread_join(t, nullptr), 0);
+  pthread_attr_destroy(&attr);
+  std::size_t untouched = 0;
+  while (untouched < thread_stack_bytes && stack_block[untouched] == paint) ++untouched;
+  return thread_stack_bytes - untouched;
+}
+
+std::size_t stack_use(Job job) {
+  const std::size_t base = touched_by([] {});
+  const std::size_t used = touched_by(job);
+  return used > base ? used - base : 0;
+}
+
+std::vector<float> filled(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  return v;
+}
+
+// Inputs outlive the jobs (plain functions: no captures).
+std::vector<float> a = filled(300 * 513), b = filled(513 * 300), c(300 * 300), x = filled(8192), y(8192);
+std::vector<float> q = filled(200 * 128), k = filled(200 * 128), v = filled(200 * 128), out(200 * 128);
+std::vector<float> mask = filled(200 * 200), ws(ma::attention_workspace_floats(128, 128));
+std::vector<float> w = filled(256 * 256);
+ma::MultiHeadAttention<128, 256, 4, 2> layer{
+    {w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data()}};
+
+void report(const char* what, std::size_t bytes) {
+  std::printf("[ stack ] %-42s %6zu bytes (%s)\n", what, bytes, ma::matmul_kernel_name());
+  if (!sanitized) {
+    EXPECT_LE(bytes, ma::entry_point_stack_bytes) << what;
+  }
+  EXPECT_EQ(job_status, ma::Status::ok) << what;
+}
+
+TEST(SmallStack, EveryEntryPointRunsOnA64KiBStack) {
+  report("matmul 300x513 * 513x300", stack_use([] {
+           job_status = ma::matmul({a.data(), 300, 513, 513}, {b.data(), 513, 300, 300}, {c.data(), 300, 300, 300});
+         }));
+  report(
+      "matmul 300x513 * (300x513)^T", stack_use([] {
+        job_status = ma::matmul({a.data(), 300, 513, 513}, {b.data(), 300, 513, 513}, {c.data(), 300, 300, 300}, true);
+      }));
+  report("softmax_rows 2 x 4096", stack_use([] { job_status = ma::softmax_rows({x.data(), 2, 4096, 4096}); }));
+  report("exp_elements 8192", stack_use([] { job_status = ma::exp_elements(x.data(), y.data(), 8192); }));
+  report("attention 200x200, d 128, causal + mask", stack_use([] {
+           ma::AttentionOptions o;
+           o.causal = true;
+           o.mask = {mask.data(), 200, 200, 200};
+           job_status = ma::attention({q.data(), 200, 128, 128}, {k.data(), 200, 128, 128}, {v.data(), 200, 128, 128},
+                                      {out.data(), 200, 128, 128}, ws.data(), ws.size(), o);
+         }));
+  report("attention exact rows (v = 1e38)", stack_use([] {
+           std::vector<float>* vv = &v;
+           for (float& e : *vv) e = 1e38f;
+           job_status = ma::attention({q.data(), 40, 128, 128}, {k.data(), 40, 128, 128}, {v.data(), 40, 128, 128},
+                                      {out.data(), 40, 128, 128}, ws.data(), ws.size());
+         }));
+  report("MultiHeadAttention<128, 256, 4, 2>::forward", stack_use([] {
+           job_status = layer.forward({x.data(), 20, 256, 256}, {y.data(), 20, 256, 256});
+         }));
+}
+
+}  // namespace
