@@ -172,10 +172,9 @@ float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std
 //  - p_j = e^(t_j − max t), out = Σ p_j·v_j / Σ p_j; no key with t_j > −inf: zeros;
 //  - then every column c in which a visible key has a NaN or ±inf v_jc is NaN, whatever p_j (even 0).
 // scratch: 2·d_v floats.
-__attribute__((noinline, cold)) void attention_row_exact(const float* q, std::size_t d_k, MatrixView<const float> k,
-                                                         MatrixView<const float> v, const float* mask_row,
-                                                         std::size_t n_visible, const ExactScale& sc, float* out,
-                                                         float* scratch) noexcept {
+inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixView<const float>& k,
+                                const MatrixView<const float>& v, const float* mask_row, std::size_t n_visible,
+                                const ExactScale& sc, float* out, float* scratch) noexcept {
   const std::size_t d_v = v.cols;
   float* acc = scratch;            // Σ p_j·v_jc·2^−e_c
   float* col_exp = scratch + d_v;  // e_c, or NaN for a column that must come out NaN
@@ -235,16 +234,16 @@ __attribute__((noinline, cold)) void attention_row_exact(const float* q, std::si
 
 // Lanes [a, a + nl) of the tile at query i0 that see (causal rule, mask) a key of [j0, j0 + bk) whose value row
 // holds NaN or ±inf get a NaN in their accumulator (no rescaling removes it), which sends them to the exact path.
-__attribute__((noinline, cold)) void mark_rows_seeing_nonfinite_v(MatrixView<const float> v, std::size_t d_v,
-                                                                  std::size_t j0, std::size_t bk, std::size_t i0,
-                                                                  std::size_t a, std::size_t nl, bool causal,
-                                                                  std::ptrdiff_t off, MatrixView<const float> mask,
-                                                                  float* ot) noexcept {
+__attribute__((noinline, cold)) void mark_rows_seeing_nonfinite_v(const MatrixView<const float>& v, std::size_t j0,
+                                                                  std::size_t bk, std::size_t i0, std::size_t a,
+                                                                  std::size_t nl, const AttentionOptions& options,
+                                                                  std::ptrdiff_t off, float* ot) noexcept {
   for (std::size_t j = 0; j < bk; ++j) {
-    if (row_finite(v.data + (j0 + j) * v.stride, d_v)) continue;
+    if (row_finite(v.data + (j0 + j) * v.stride, v.cols)) continue;
+    const MatrixView<const float>& mask = options.mask;
     for (std::size_t i = a; i < a + nl; ++i) {
       const bool causal_hidden =
-          causal && static_cast<std::ptrdiff_t>(j0 + j) > static_cast<std::ptrdiff_t>(i0 + i) + off;
+          options.causal && static_cast<std::ptrdiff_t>(j0 + j) > static_cast<std::ptrdiff_t>(i0 + i) + off;
       const bool mask_hidden = mask.data != nullptr && mask.data[(i0 + i) * mask.stride + j0 + j] == -INFINITY;
       if (!causal_hidden && !mask_hidden) ot[i] = NAN;
     }
@@ -287,6 +286,58 @@ Status attention_check(MatrixView<const float> q, MatrixView<const float> k, Mat
   return attention_out_overlaps(q, k, v, out, options) ? Status::aliasing : Status::ok;
 }
 
+namespace {
+
+// Whether v is finite, and whether Σ p·v may overflow: |ot| <= l·max|v| <= n_kv·max|v|, so with every |v| below
+// 2^(125 − bits of n_kv) nothing can, and the accumulator need not be checked (only the row sums, which are
+// cheap). One pass over v tells; only when some value is that large (or not finite) does a second one tell
+// whether v is finite. Out of line: attention_run's frame is on the deepest stack path of the layers.
+struct ValueScan {
+  bool finite, sum_can_overflow;
+};
+__attribute__((noinline)) ValueScan scan_values(MatrixView<const float> v) noexcept {
+  int kv_bits = 0;
+  for (std::size_t n = v.rows; n != 0; n >>= 1) ++kv_bits;
+  const bool big = any_magnitude_at_least(v, static_cast<std::uint32_t>(125 - kv_bits + 127) << 23);
+  return {!big || all_finite(v), big};
+}
+
+// Flags (1.0f in flags[i]) the rows of a finished tile the fused loop may have got wrong: a row sum that is not
+// a positive finite number (NaN from a NaN or +inf score, or 0: no key seen — the exact path tells "hidden"
+// from "underflowed"), or a non-finite accumulator (Σ p·v overflowed, or a NaN/inf value was seen), which
+// only a non-finite or huge v can cause (then one pass over it). Whether any is flagged.
+__attribute__((noinline)) bool flag_rows_for_exact(const float* ot, const float* l, std::size_t bq, std::size_t d_v,
+                                                   bool check_ot, float* flags) noexcept {
+  constexpr std::size_t br = attention_block_q;
+  const bool ot_finite = !check_ot || row_finite(ot, d_v * br);
+  bool any = false;
+  for (std::size_t i = 0; i < bq; ++i) {
+    bool bad = !(l[i] > 0.0f && l[i] <= float_max);
+    for (std::size_t c = 0; c < d_v && !ot_finite && !bad; ++c) bad = !is_finite(ot[c * br + i]);
+    flags[i] = bad ? 1.0f : 0.0f;
+    any = any || bad;
+  }
+  return any;
+}
+
+// Rows [i0, i0 + bq) through the exact path: those whose flag is nonzero, or all of them (flags null).
+__attribute__((noinline, cold)) void exact_rows(const MatrixView<const float>& q, const MatrixView<const float>& k,
+                                                const MatrixView<const float>& v, const MatrixView<float>& out,
+                                                const AttentionOptions& options, std::ptrdiff_t off, float scale,
+                                                std::size_t i0, std::size_t bq, const float* flags,
+                                                float* scratch) noexcept {
+  const ExactScale sc = split_scale(scale);
+  const MatrixView<const float>& mask = options.mask;
+  for (std::size_t i = i0; i < i0 + bq; ++i) {
+    if (flags != nullptr && flags[i - i0] == 0.0f) continue;
+    attention_row_exact(
+        q.data + i * q.stride, q.cols, k, v, mask.data != nullptr ? mask.data + i * mask.stride : nullptr,
+        options.causal ? causal_visible(i, off, k.rows) : k.rows, sc, out.data + i * out.stride, scratch);
+  }
+}
+
+}  // namespace
+
 static_assert(attention_block_q >= 2, "the exact row path borrows 2·d_v floats of the tile's accumulator");
 
 void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
@@ -310,18 +361,13 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   // A scale whose log2 factor is not a normal float (subnormal: rounded to a few bits; or overflowing, or not a
   // number at all) would make the fused loop wrong: every row takes the exact path.
   const bool exact_rows_only = !(std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max);
-  const ExactScale exact_scale = split_scale(scale);
   const MatrixView<const float>& mask = options.mask;
   // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
   const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
-  // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
-  // |ot| <= l·max|v| <= n_kv·max|v|: with every |v| below 2^(125 − bits of n_kv), nothing can overflow and the
-  // accumulator need not be checked (only the row sums, which are cheap). One pass over v tells; only when
-  // some value is that large (or not finite) does a second one tell whether v is finite.
-  int kv_bits = 0;
-  for (std::size_t n = n_kv; n != 0; n >>= 1) ++kv_bits;
-  const bool ot_can_overflow = any_magnitude_at_least(v, static_cast<std::uint32_t>(125 - kv_bits + 127) << 23);
-  const bool v_finite = !ot_can_overflow || all_finite(v);
+  // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed
+  // and whether the accumulator must be checked.
+  const ValueScan v_scan = scan_values(v);
+  const bool v_finite = v_scan.finite, ot_can_overflow = v_scan.sum_can_overflow;
 
   // Lane groups of the causal staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
@@ -354,7 +400,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       // A visible key (not hidden by the causal rule or a −inf mask entry) whose value row holds NaN or ±inf
       // sends the query to the exact path, whatever its probability (which may underflow to 0): marked by a
       // NaN in its accumulator, which no rescaling removes.
-      if (!v_finite) mark_rows_seeing_nonfinite_v(v, d_v, j0, bk, i0, a, nl, options.causal, off, mask, ot);
+      if (!v_finite) mark_rows_seeing_nonfinite_v(v, j0, bk, i0, a, nl, options, off, ot);
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
         kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
@@ -362,11 +408,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
         pv_with_nonfinite_rows(kern, s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
     };
     if (exact_rows_only) {
-      for (std::size_t i = 0; i < bq; ++i)
-        attention_row_exact(q.data + (i0 + i) * q.stride, d_k, k, v,
-                            mask.data != nullptr ? mask.data + (i0 + i) * mask.stride : nullptr,
-                            options.causal ? causal_visible(i0 + i, off, n_kv) : n_kv, exact_scale,
-                            out.data + (i0 + i) * out.stride, ot);
+      exact_rows(q, k, v, out, options, off, scale, i0, bq, nullptr, ot);
       continue;
     }
     kern.attn_pack_q(q.data + i0 * q.stride, q.stride, bq, d_k, q_factor, qt);
@@ -394,24 +436,11 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
     // number (NaN from a NaN or +inf score, or 0: no key seen — the exact path tells "hidden" from
     // "underflowed"), or a non-finite accumulator (Σ p·v overflowed, or a NaN/inf value was seen), which only
     // a non-finite or huge v can cause (then one pass over it). Flags kept in alpha (free now).
-    const bool ot_finite = !ot_can_overflow || row_finite(ot, d_v * br);
-    bool any_exact = false;
-    for (std::size_t i = 0; i < bq; ++i) {
-      bool bad = !(l[i] > 0.0f && l[i] <= float_max);
-      for (std::size_t c = 0; c < d_v && !ot_finite && !bad; ++c) bad = !is_finite(ot[c * br + i]);
-      alpha[i] = bad ? 1.0f : 0.0f;
-      any_exact = any_exact || bad;
-    }
+    const bool any_exact = flag_rows_for_exact(ot, l, bq, d_v, ot_can_overflow, alpha);
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
     kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);
-    if (any_exact)
-      for (std::size_t i = 0; i < bq; ++i)
-        if (alpha[i] != 0.0f)
-          attention_row_exact(q.data + (i0 + i) * q.stride, d_k, k, v,
-                              mask.data != nullptr ? mask.data + (i0 + i) * mask.stride : nullptr,
-                              options.causal ? causal_visible(i0 + i, off, n_kv) : n_kv, exact_scale,
-                              out.data + (i0 + i) * out.stride, ot);
+    if (any_exact) exact_rows(q, k, v, out, options, off, scale, i0, bq, alpha, ot);
   }
 }
 

@@ -221,7 +221,7 @@ TEST(BadInput, AttentionMisaligned) {
     om.mask = shifted(a.mask.cview(), off);
     t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), om), S::misaligned, "mask");
     // The workspace: the AVX builds' aligned stores once crashed on it. Any 4-byte-aligned address is fine
-    // (Determinism tests every one); anything else is refused, even with room to spare.
+    // (AttentionWorkspaceAtEvery4ByteOffsetIsFine); anything else is refused, even with room to spare.
     t.expect(
         ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), shifted(a.ws.data(), off), a.need - 1, o),
         S::misaligned, "workspace (checked before its size)");
@@ -233,6 +233,24 @@ TEST(BadInput, AttentionMisaligned) {
     t.expect(a.call(a.q.cview(), a.k.cview(), a.v.cview(), {shifted(a.v.data(), off), 6, 5, 5}), S::misaligned,
              "before the overlap");
   }
+}
+
+TEST(BadInput, AttentionWorkspaceAtEvery4ByteOffsetIsFine) {
+  // The AVX builds carve 64-byte-aligned tiles out of the workspace: every float-aligned start (the 16 offsets
+  // within a cache line) must work, and give the same bits (a 1-3 byte offset is `misaligned`, above).
+  AttentionArgs a;
+  std::vector<float> block(a.need + 16), first;
+  for (std::size_t off = 0; off < 16; ++off) {
+    ASSERT_EQ(ma::attention(a.q.cview(), a.k.cview(), a.v.cview(), a.out.view(), block.data() + off, a.need), S::ok)
+        << off;
+    if (off == 0) {
+      for (std::size_t i = 0; i < 6; ++i)
+        for (std::size_t c = 0; c < 5; ++c) first.push_back(a.out.at(i, c));
+    }
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t c = 0; c < 5; ++c) ASSERT_EQ(a.out.at(i, c), first[i * 5 + c]) << off;
+  }
+  EXPECT_TRUE(a.out.canaries_intact());
 }
 
 TEST(BadInput, AttentionZeroDimension) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "attention_run.hpp"
@@ -387,6 +388,52 @@ TEST_P(NonFinite, MaskNanAtAKeyTheCausalRuleHidesHasNoEffect) {
       for (std::size_t c = 0; c < 8; ++c) ASSERT_EQ(p.out.at(i, c), clean.out.at(i, c)) << i;
     }
   }
+}
+
+TEST_P(NonFinite, ExactRowPathMeetsTheDocumentedBound) {
+  // The exact row path against the double reference with the tolerance of every other attention test, on
+  // ordinary data: (a) every row, forced by a scale whose scale·log2 e is subnormal (q and k scaled up to
+  // keep the scores of order 1); (b) rows whose Σ p·v overflows (v near 1e37, up to 130 keys), dense, causal
+  // (both corners) and masked with fully hidden rows.
+  std::uint32_t seed = 500;
+  for (int mode = 0; mode < 2; ++mode)
+    for (std::size_t n_kv : {1, 17, 64, 65, 130})
+      for (int layout = 0; layout < 4; ++layout) {
+        Problem p(37, n_kv, 9, seed++);
+        ma::AttentionOptions o;
+        if (mode == 0) {
+          o.scale = 4e-39f;  // scale·log2 e < 2^−126
+          for (std::size_t i = 0; i < p.n_q; ++i)
+            for (std::size_t c = 0; c < p.d; ++c) p.q.at(i, c) *= 1.5e19f;
+          for (std::size_t j = 0; j < n_kv; ++j)
+            for (std::size_t c = 0; c < p.d; ++c) p.k.at(j, c) *= 1.5e19f;
+        } else {
+          for (std::size_t j = 0; j < n_kv; ++j)
+            for (std::size_t c = 0; c < p.d; ++c) p.v.at(j, c) = p.v.at(j, c) * 1e37f + (c % 2 == 0 ? 3e38f : 0.0f);
+        }
+        o.causal = layout == 1 || layout == 2;
+        o.causal_offset = layout == 2 ? static_cast<std::ptrdiff_t>(n_kv) - 37 : 0;
+        if (layout == 3) {
+          std::mt19937 rng(seed);
+          for (std::size_t i = 0; i < p.n_q; ++i)
+            for (std::size_t j = 0; j < n_kv; ++j)
+              p.mask.at(i, j) = i % 7 == 3 || rng() % 3 == 0 ? -inf : static_cast<float>(rng() % 100) / 50.0f;
+          o.mask = p.mask.cview();
+        }
+        p.run(*GetParam(), o);
+        std::vector<double> want, wabs, sabs;
+        ref::attention({p.q.data(), p.q.stride(), p.k.data(), p.k.stride(), p.v.data(), p.v.stride(), p.n_q, n_kv, p.d,
+                        p.d, o.scale, o.causal, static_cast<long long>(o.causal_offset),
+                        layout == 3 ? p.mask.data() : nullptr, p.mask.stride()},
+                       want, wabs, sabs);
+        for (std::size_t i = 0; i < p.n_q; ++i) {
+          const Tolerance tol = attention_tolerance(p.d, n_kv, sabs[i]);
+          for (std::size_t c = 0; c < p.d; ++c)
+            ASSERT_TRUE(within(p.out.at(i, c), want[i * p.d + c], wabs[i * p.d + c], tol))
+                << "mode " << mode << " n_kv " << n_kv << " layout " << layout << " (" << i << ", " << c
+                << "): " << p.out.at(i, c) << " vs " << want[i * p.d + c];
+        }
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArch, NonFinite, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);

@@ -88,6 +88,30 @@ TEST_P(SoftmaxKernel, SpecialValuesStayInTheirRow) {
   }
 }
 
+TEST_P(SoftmaxKernel, DocumentedBoundAndSubnormalCarveOut) {
+  // Issue 12 item 9: {50, 0.123456789} is 1.75e−6 off in relative terms, over the "4 ULP + 2⁻²⁴·n" once
+  // documented but within (8 + spread + n)·2⁻²⁴; {0, −100} has a subnormal output (e^−100 = 3.7e−44), which is
+  // within one subnormal step (2⁻¹⁴⁹; flushed to zero on ARMv7 NEON), as exp_elements.
+  const double u = std::ldexp(1.0, -24);
+  const double sub_step = GetParam()->flushes_subnormals ? std::ldexp(1.0, -126) : std::ldexp(1.0, -149);
+  const float rows[][2] = {{50.0f, 0.123456789f}, {0.0f, -100.0f}, {0.0f, -87.0f}, {-100.0f, 0.0f}, {0.0f, -103.0f}};
+  for (const auto& row : rows) {
+    float x[2] = {row[0], row[1]};
+    std::vector<double> want;
+    ref::softmax_row(x, 2, want);
+    const double spread = std::fabs(static_cast<double>(row[0]) - static_cast<double>(row[1]));
+    GetParam()->softmax_row(x, 2);
+    for (int c = 0; c < 2; ++c) {
+      const double err = std::fabs(static_cast<double>(x[c]) - want[c]);
+      if (want[c] >= static_cast<double>(std::numeric_limits<float>::min())) {
+        EXPECT_LE(err, (8.0 + spread + 2.0) * u * want[c]) << row[0] << ", " << row[1] << " col " << c;
+      } else {
+        EXPECT_LE(err, sub_step) << row[0] << ", " << row[1] << " col " << c << " (subnormal output)";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArch, SoftmaxKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
 
 TEST(Softmax, LargeInputsDoNotOverflow) {

@@ -10,7 +10,7 @@
 namespace microattn {
 
 struct AttentionOptions {
-  float scale = 0.0f;                // 0 means 1/sqrt(d_k)
+  float scale = 0.0f;                // 0 (+0.0f or −0.0f) means 1/sqrt(d_k); any other value is used as given
   bool causal = false;               // key j is visible to query i iff j <= i + causal_offset
   std::ptrdiff_t causal_offset = 0;  // 0: top-left, as PyTorch's is_causal; n_kv - n_q: bottom-right (decoding)
   MatrixView<const float> mask{};    // optional additive n_q × n_kv mask (-inf hides a key); data == nullptr: none
@@ -43,16 +43,27 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 //    query tile are skipped, not computed (causal costs about half of dense for n_q = n_kv).
 //  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
 //  - a query whose keys are all hidden (by mask and/or causal) gets a row of zeros, never NaN.
-//  - NaN or +inf in a query's scores (from q, k or the mask) makes that query's output row NaN.
+//  - NaN or +inf in a query's scores (from q, k or the mask) at a key it sees makes that query's output row
+//    NaN; mask entries at keys the causal rule hides are never read.
+//  - NaN or ±inf in v[j][c] of a key j the query sees makes out[i][c] NaN, whatever the key's probability
+//    (in every key order); hidden keys never leak.
+//  - finite inputs give finite outputs: where the fused float loop would overflow or underflow (masks near
+//    ±FLT_MAX, |q·scale| or scores beyond FLT_MAX/log2 e, Σ p·v beyond FLT_MAX, a subnormal scale), the row is
+//    recomputed exactly with power-of-two rescaling. Scores (natural units) and score + mask saturate at
+//    ±FLT_MAX. The ordinary path pays one pass over v (as for the finiteness check) and a test of each row sum.
 // Accuracy: see README "Accuracy" (scores are float dot products of length d_k; probabilities use a
 // degree-6 exp2 within 1.5 ULP; the weighted sum of v accumulates n_kv terms in float).
 //
-// Errors (nothing is written to out or the workspace):
+// Errors, checked in this order (nothing is written to out or the workspace):
 //   null_pointer         q, k, v, out or workspace data is null
+//   misaligned           q, k, v, out, mask or workspace data is not 4-byte (float) aligned
 //   invalid_shape        zero dimension, stride < cols, k.cols != q.cols, v.rows != k.rows,
 //                        out not n_q × d_v, d_k or d_v > attention_max_head_dim, mask given but not n_q × n_kv
 //   workspace_too_small  workspace_floats < attention_workspace_floats(d_k, d_v)
-//   aliasing             out or the workspace overlaps q, k, v or the mask, or out overlaps the workspace
+//   aliasing             out or the workspace overlaps q, k, v or the mask, or out overlaps the workspace (its
+//                        first attention_workspace_floats(d_k, d_v) floats: only they are used, so an out placed
+//                        after them inside a larger block is fine)
+// Stack: at most entry_point_stack_bytes on SIMD builds (a few KiB in practice).
 Status attention(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v, MatrixView<float> out,
                  float* workspace, std::size_t workspace_floats, const AttentionOptions& options = {}) noexcept;
 

@@ -94,7 +94,8 @@ Status layer_forward(const LayerShape& shape, const LayerWeights& weights, const
 //       + 2·attention_block_q·ModelDim                 Q and the concatenated heads of one query tile
 //       + attention_workspace_floats(HeadDim, HeadDim) ]
 // e.g. MultiHeadAttention<64, 64, 4>: 32 KiB of K/V + 16 KiB of tiles + 12.4 KiB workspace on x86/ARM-A;
-// 32 KiB + 2 KiB + 0.9 KiB on Cortex-M (4-query tiles). Nothing else is allocated, anywhere.
+// 32 KiB + 2 KiB + 0.9 KiB on Cortex-M (4-query tiles). Nothing else is allocated, anywhere;
+// forward() uses at most entry_point_stack_bytes (16 KiB) of stack on SIMD builds, 1 KiB on Cortex-M.
 template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads>
 class MultiHeadAttention {
   static_assert(MaxSeq > 0, "MaxSeq must be at least 1");
@@ -125,8 +126,9 @@ class MultiHeadAttention {
 
   // Self-attention over x (rows ≤ MaxSeq, cols == ModelDim). y (x.rows × ModelDim) may be the same memory
   // as x (same data and stride: in place); any other overlap, with x or a weight, is Status::aliasing.
-  // Errors as attention(), plus invalid_shape for rows > MaxSeq or cols != ModelDim and null_pointer for a
-  // missing q/k/v weight. Nothing is written to y on error.
+  // Errors as attention(), plus invalid_shape for rows > MaxSeq or cols != ModelDim, null_pointer for a
+  // missing q/k/v weight or an out_bias without out_weight, misaligned for any weight, bias, input, output or
+  // mask pointer that is not 4-byte aligned. Nothing is written to y on error. Stack: entry_point_stack_bytes.
   Status forward(MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
     return detail::layer_forward(shape(), weights_, buffers(), x, x, y, options);
   }

@@ -9,7 +9,8 @@ namespace microattn {
 // Row-major, non-owning view: element (r, c) is data[r * stride + c], with stride >= cols.
 // The stride unit is elements, not bytes (as ggml and CMSIS-NN dims). A view may point into a bigger matrix:
 // head h of a (seq × heads·head_dim) matrix m is {m + h * head_dim, seq, head_dim, heads * head_dim}.
-// No alignment is required anywhere in microattn.
+// data must be aligned for float (alignof(float), 4 bytes on every target) and nothing further: entry points
+// return Status::misaligned for any float pointer that is not (a byte offset into a uint8_t blob).
 template <class T>
 struct MatrixView {
   T* data;
