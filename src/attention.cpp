@@ -66,14 +66,6 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
   }
 }
 
-// Number of keys query i may see under the causal rule j <= i + off, clamped to [0, n_kv]. off has been
-// clamped to [−n_q, n_kv] beforehand, so nothing overflows.
-inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t n_kv) noexcept {
-  const std::ptrdiff_t end = static_cast<std::ptrdiff_t>(i) + off + 1;
-  if (end <= 0) return 0;
-  return min_size(static_cast<std::size_t>(end), n_kv);
-}
-
 }  // namespace
 
 Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
@@ -120,18 +112,16 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   const float scale = options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
   const float q_factor = scale * log2e;  // scores in log2 units: the exp becomes a bare 2^x
   const MatrixView<const float>& mask = options.mask;
-  // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
-  const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
   const bool v_finite = all_finite(v);
 
-  // Lane groups of the causal staircase: one vector wide (4 lanes for the scalar kernels).
+  // Lane groups of the staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
     const std::size_t bq = min_size(br, n_q - i0);
-    // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, causal hiding (only
-    // where a lane's limit falls inside the block), online-softmax update, P·V.
+    // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, hiding (only where a
+    // lane's visible range ends or starts inside the block), online-softmax update, P·V.
     // Inlined (one call site): its own frame would sit on every layer call's deepest stack path.
     auto run_block = [&](std::size_t a, std::size_t nl, std::size_t j0, std::size_t bk) __attribute__((always_inline)) {
       kern.attn_scores(qt + a, d_k, k.data + j0 * k.stride, k.stride, bk, s + a, nl);
@@ -142,12 +132,13 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
           for (std::size_t j = 0; j < bk; ++j)
             s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
         }
-      if (options.causal && causal_visible(i0 + a, off, n_kv) < j0 + bk)
-        for (std::size_t j = 0; j < bk; ++j) {  // key j0 + j is hidden from lanes before first_seeing
-          const std::ptrdiff_t first_seeing =
-              static_cast<std::ptrdiff_t>(j0 + j) - off - static_cast<std::ptrdiff_t>(i0);
-          const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), a + nl);
-          for (std::size_t i = a; i < hidden; ++i) s[j * br + i] = -INFINITY;
+      // Ranges only grow with the lane: the first lane has the smallest end, the last the largest start.
+      if ((options.causal || options.window != 0) &&
+          (visible_keys(i0 + a, n_kv, options).hi < j0 + bk || visible_keys(i0 + a + nl - 1, n_kv, options).lo > j0))
+        for (std::size_t i = a; i < a + nl; ++i) {
+          const KeyRange r = visible_keys(i0 + i, n_kv, options);
+          for (std::size_t j = j0; j < j0 + bk; ++j)
+            if (j < r.lo || j >= r.hi) s[(j - j0) * br + i] = -INFINITY;
         }
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
@@ -162,18 +153,32 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       l[i] = 0.0f;
     }
 
-    // Causal: a staircase over lane groups of one vector. Group g's last query sees keys [0, vis_g); lanes from
-    // group g on all need keys [vis_(g−1), vis_g), so that segment runs once for lanes [g·group, bq) — full
-    // width as far as possible, one vector on the last step. Keys no lane of the tile sees are never
-    // computed, and the wasted triangle is one vector wide. (The per-lane online softmax does not care that
-    // lanes consumed different keys.) Dense: one segment, all keys, all lanes.
-    std::size_t seg_start = 0;
-    for (std::size_t g0 = 0; g0 < bq; g0 += group) {
-      const std::size_t g_end = options.causal ? min_size(g0 + group, bq) : bq;
-      const std::size_t seg_end = options.causal ? causal_visible(i0 + g_end - 1, off, n_kv) : n_kv;
-      for (std::size_t j0 = seg_start; j0 < seg_end; j0 += bc) run_block(g0, bq - g0, j0, min_size(bc, seg_end - j0));
-      seg_start = seg_end > seg_start ? seg_end : seg_start;
-      if (!options.causal) break;
+    // A staircase over lane groups of one vector. Group g needs keys [first(g), last(g)): from where its first
+    // lane's range starts to where its last lane's ends, and both only grow with g. Between two consecutive
+    // such bounds, the groups needing every key form a run [ga, gb): that key segment runs once for their
+    // lanes, as wide as possible. Causal: segments [end(g − 1), end(g)) for lanes from g on; with a window the
+    // low groups also drop out as the segments advance. Keys no lane of the tile sees are never computed, and
+    // the waste is one vector-wide triangle at each end. (The per-lane online softmax does not care that lanes
+    // consumed different keys.) Dense: one segment, all keys, all lanes.
+    const std::size_t n_groups = (bq + group - 1) / group;
+    auto first_key = [&](std::size_t g) { return visible_keys(i0 + g * group, n_kv, options).lo; };
+    auto end_key = [&](std::size_t g) {
+      return visible_keys(i0 + min_size((g + 1) * group, bq) - 1, n_kv, options).hi;
+    };
+    std::size_t ga = 0, gb = 0, p = first_key(0);
+    for (;;) {
+      while (ga < n_groups && end_key(ga) <= p) ++ga;
+      while (gb < n_groups && first_key(gb) <= p) ++gb;
+      if (ga == n_groups) break;
+      if (ga >= gb) {  // no group needs key p: jump to where the next one starts
+        p = first_key(gb);
+        continue;
+      }
+      std::size_t q_end = end_key(ga);
+      if (gb < n_groups) q_end = min_size(q_end, first_key(gb));
+      const std::size_t a = ga * group, nl = min_size(gb * group, bq) - a;
+      for (std::size_t j0 = p; j0 < q_end; j0 += bc) run_block(a, nl, j0, min_size(bc, q_end - j0));
+      p = q_end;
     }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
