@@ -132,14 +132,25 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
           for (std::size_t j = 0; j < bk; ++j)
             s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
         }
-      // Ranges only grow with the lane: the first lane has the smallest end, the last the largest start.
+      // Ranges only grow with the lane: the first lane has the smallest end, the last the largest start. So the
+      // lanes that do not see key j are a prefix (their range ended) and a suffix (theirs has not begun), both
+      // moving up with j: two pointers, and only hidden scores are touched.
       if ((options.causal || options.window != 0) &&
-          (visible_keys(i0 + a, n_kv, options).hi < j0 + bk || visible_keys(i0 + a + nl - 1, n_kv, options).lo > j0))
-        for (std::size_t i = a; i < a + nl; ++i) {
-          const KeyRange r = visible_keys(i0 + i, n_kv, options);
-          for (std::size_t j = j0; j < j0 + bk; ++j)
-            if (j < r.lo || j >= r.hi) s[(j - j0) * br + i] = -INFINITY;
+          (visible_keys(i0 + a, n_kv, options).hi < j0 + bk || visible_keys(i0 + a + nl - 1, n_kv, options).lo > j0)) {
+        const std::size_t end_lane = a + nl;
+        std::size_t ended = a, begun = a;  // lanes [a, ended) end at or before j; lanes [begun, end_lane) start after j
+        std::size_t ended_hi = visible_keys(i0 + a, n_kv, options).hi;
+        std::size_t begun_lo = visible_keys(i0 + a, n_kv, options).lo;
+        for (std::size_t j = j0; j < j0 + bk; ++j) {
+          while (ended < end_lane && ended_hi <= j)
+            if (++ended < end_lane) ended_hi = visible_keys(i0 + ended, n_kv, options).hi;
+          while (begun < end_lane && begun_lo <= j)
+            if (++begun < end_lane) begun_lo = visible_keys(i0 + begun, n_kv, options).lo;
+          float* sj = s + (j - j0) * br;
+          for (std::size_t i = a; i < ended; ++i) sj[i] = -INFINITY;
+          for (std::size_t i = begun; i < end_lane; ++i) sj[i] = -INFINITY;
         }
+      }
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
         kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
