@@ -66,7 +66,45 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
   }
 }
 
+// Scores of lanes [a, a + nl) (queries first_row + a …) for keys [j0, j0 + bk) that the band hides, set to −inf.
+// Ranges only grow with the lane, so the lanes that do not see key j are a prefix (their range ended) and a
+// suffix (theirs has not begun), both moving up with j: two pointers, and only hidden scores are touched.
+// Out of line: its frame sits beside the kernels', not under them.
+__attribute__((noinline)) void hide_outside_band(float* s, std::size_t nl, std::size_t first_query, std::size_t j0,
+                                                 std::size_t bk, const KeyBand& band, std::size_t n_kv) noexcept {
+  constexpr std::size_t br = attention_block_q;
+  if (key_bound(first_query, band.hi, n_kv) >= j0 + bk && key_bound(first_query + nl - 1, band.lo, n_kv) <= j0)
+    return;  // every lane sees the whole block
+  const std::size_t a = 0, first_row = first_query;
+  const std::size_t end_lane = a + nl;
+  std::size_t ended = a, begun = a;  // lanes [a, ended) end at or before j; lanes [begun, end_lane) start after j
+  std::size_t ended_hi = key_bound(first_row + a, band.hi, n_kv), begun_lo = key_bound(first_row + a, band.lo, n_kv);
+  for (std::size_t j = j0; j < j0 + bk; ++j) {
+    while (ended < end_lane && ended_hi <= j)
+      if (++ended < end_lane) ended_hi = key_bound(first_row + ended, band.hi, n_kv);
+    while (begun < end_lane && begun_lo <= j)
+      if (++begun < end_lane) begun_lo = key_bound(first_row + begun, band.lo, n_kv);
+    float* sj = s + (j - j0) * br;
+    for (std::size_t i = a; i < ended; ++i) sj[i] = -INFINITY;
+    for (std::size_t i = begun; i < end_lane; ++i) sj[i] = -INFINITY;
+  }
+}
+
 }  // namespace
+
+KeyBand visible_band(const AttentionOptions& options) noexcept {
+  // In an integer twice as wide as ptrdiff_t nothing overflows; then saturate.
+#if PTRDIFF_MAX > 0x7fffffffL
+  __extension__ typedef __int128 wide;
+#else
+  typedef long long wide;
+#endif
+  const wide off = options.causal_offset, w = static_cast<wide>(options.window), sat = visibility_saturation;
+  const wide lo = w == 0 ? -sat : off - w + 1;
+  const wide hi = options.causal ? off + 1 : (w == 0 ? sat : off + w);
+  return {static_cast<std::ptrdiff_t>(lo < -sat ? -sat : (lo > sat ? sat : lo)),
+          static_cast<std::ptrdiff_t>(hi < -sat ? -sat : (hi > sat ? sat : hi))};
+}
 
 Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
                               MatrixView<float> out, const AttentionOptions& options) noexcept {
@@ -114,6 +152,8 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   const MatrixView<const float>& mask = options.mask;
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed.
   const bool v_finite = all_finite(v);
+  const KeyBand band = visible_band(options);
+  const bool banded = options.causal || options.window != 0;
 
   // Lane groups of the staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
@@ -132,25 +172,9 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
           for (std::size_t j = 0; j < bk; ++j)
             s[j * br + i] = mrow[j] == -INFINITY ? -INFINITY : s[j * br + i] + mrow[j] * log2e;
         }
-      // Ranges only grow with the lane: the first lane has the smallest end, the last the largest start. So the
-      // lanes that do not see key j are a prefix (their range ended) and a suffix (theirs has not begun), both
-      // moving up with j: two pointers, and only hidden scores are touched.
-      if ((options.causal || options.window != 0) &&
-          (visible_keys(i0 + a, n_kv, options).hi < j0 + bk || visible_keys(i0 + a + nl - 1, n_kv, options).lo > j0)) {
-        const std::size_t end_lane = a + nl;
-        std::size_t ended = a, begun = a;  // lanes [a, ended) end at or before j; lanes [begun, end_lane) start after j
-        std::size_t ended_hi = visible_keys(i0 + a, n_kv, options).hi;
-        std::size_t begun_lo = visible_keys(i0 + a, n_kv, options).lo;
-        for (std::size_t j = j0; j < j0 + bk; ++j) {
-          while (ended < end_lane && ended_hi <= j)
-            if (++ended < end_lane) ended_hi = visible_keys(i0 + ended, n_kv, options).hi;
-          while (begun < end_lane && begun_lo <= j)
-            if (++begun < end_lane) begun_lo = visible_keys(i0 + begun, n_kv, options).lo;
-          float* sj = s + (j - j0) * br;
-          for (std::size_t i = a; i < ended; ++i) sj[i] = -INFINITY;
-          for (std::size_t i = begun; i < end_lane; ++i) sj[i] = -INFINITY;
-        }
-      }
+      // Only where a lane's visible range ends or starts inside the block (the first lane has the smallest end,
+      // the last the largest start).
+      if (banded) hide_outside_band(s + a, nl, i0 + a, j0, bk, band, n_kv);
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
         kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
@@ -164,32 +188,22 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       l[i] = 0.0f;
     }
 
-    // A staircase over lane groups of one vector. Group g needs keys [first(g), last(g)): from where its first
-    // lane's range starts to where its last lane's ends, and both only grow with g. Between two consecutive
-    // such bounds, the groups needing every key form a run [ga, gb): that key segment runs once for their
-    // lanes, as wide as possible. Causal: segments [end(g − 1), end(g)) for lanes from g on; with a window the
-    // low groups also drop out as the segments advance. Keys no lane of the tile sees are never computed, and
-    // the waste is one vector-wide triangle at each end. (The per-lane online softmax does not care that lanes
-    // consumed different keys.) Dense: one segment, all keys, all lanes.
-    const std::size_t n_groups = (bq + group - 1) / group;
-    auto first_key = [&](std::size_t g) { return visible_keys(i0 + g * group, n_kv, options).lo; };
-    auto end_key = [&](std::size_t g) {
-      return visible_keys(i0 + min_size((g + 1) * group, bq) - 1, n_kv, options).hi;
-    };
-    std::size_t ga = 0, gb = 0, p = first_key(0);
-    for (;;) {
-      while (ga < n_groups && end_key(ga) <= p) ++ga;
-      while (gb < n_groups && first_key(gb) <= p) ++gb;
-      if (ga == n_groups) break;
-      if (ga >= gb) {  // no group needs key p: jump to where the next one starts
-        p = first_key(gb);
-        continue;
-      }
-      std::size_t q_end = end_key(ga);
-      if (gb < n_groups) q_end = min_size(q_end, first_key(gb));
-      const std::size_t a = ga * group, nl = min_size(gb * group, bq) - a;
-      for (std::size_t j0 = p; j0 < q_end; j0 += bc) run_block(a, nl, j0, min_size(bc, q_end - j0));
-      p = q_end;
+    // A staircase over lane groups of one vector. Group g's last query's keys end at end(g), its first query's
+    // start at first(g), and both only grow with g: lanes from group g on all need the keys from the larger of
+    // first(g) and end(g − 1) up to end(g), so that segment runs once for lanes [g·group, bq) — full width as
+    // far as possible, one vector on the last step. Keys no lane of the tile sees are never computed; the
+    // waste is one vector-wide triangle at the end (causal) and at the start (window) of each group's keys.
+    // (The per-lane online softmax does not care that lanes consumed different keys.) Dense: one segment, all
+    // keys, all lanes.
+    std::size_t seg_start = 0;
+    for (std::size_t g0 = 0; g0 < bq; g0 += group) {
+      const std::size_t g_end = banded ? min_size(g0 + group, bq) : bq;
+      const std::size_t first = key_bound(i0 + g0, band.lo, n_kv);
+      const std::size_t seg_end = key_bound(i0 + g_end - 1, band.hi, n_kv);
+      seg_start = first > seg_start ? first : seg_start;
+      for (std::size_t j0 = seg_start; j0 < seg_end; j0 += bc) run_block(g0, bq - g0, j0, min_size(bc, seg_end - j0));
+      seg_start = seg_end > seg_start ? seg_end : seg_start;
+      if (!banded) break;
     }
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.

@@ -28,32 +28,16 @@ inline std::ptrdiff_t clamp_causal_offset(std::ptrdiff_t off, std::size_t n_q, s
 struct KeyRange {
   std::size_t lo, hi;
 };
+// The same rule relative to the query: keys j with lo <= j − i < hi, saturated to ±visibility_saturation, beyond
+// which (rows are at most PTRDIFF_MAX / 4, as shape_ok guarantees) every key is hidden or visible alike.
+struct KeyBand {
+  std::ptrdiff_t lo, hi;
+};
 
 constexpr std::ptrdiff_t visibility_saturation = PTRDIFF_MAX / 2;
 
-inline std::ptrdiff_t saturate(std::ptrdiff_t a) noexcept {
-  return a < -visibility_saturation ? -visibility_saturation : (a > visibility_saturation ? visibility_saturation : a);
-}
-
-// a + w and a − w, saturated to [−visibility_saturation, visibility_saturation], without overflow.
-inline std::ptrdiff_t saturated_plus(std::ptrdiff_t a, std::size_t w) noexcept {
-  constexpr std::size_t big = static_cast<std::size_t>(PTRDIFF_MAX);
-  if (w <= big)
-    return a > PTRDIFF_MAX - static_cast<std::ptrdiff_t>(w) ? visibility_saturation
-                                                            : saturate(a + static_cast<std::ptrdiff_t>(w));
-  if (a >= 0) return visibility_saturation;
-  const std::size_t r = w - static_cast<std::size_t>(-(a + 1)) - 1;  // a + w >= 0 here
-  return r > static_cast<std::size_t>(visibility_saturation) ? visibility_saturation : static_cast<std::ptrdiff_t>(r);
-}
-inline std::ptrdiff_t saturated_minus(std::ptrdiff_t a, std::size_t w) noexcept {
-  constexpr std::size_t big = static_cast<std::size_t>(PTRDIFF_MAX);
-  if (w <= big)
-    return a < PTRDIFF_MIN + static_cast<std::ptrdiff_t>(w) ? -visibility_saturation
-                                                            : saturate(a - static_cast<std::ptrdiff_t>(w));
-  if (a < 0) return -visibility_saturation;
-  const std::size_t r = w - static_cast<std::size_t>(a);  // a − w < 0 here
-  return r > static_cast<std::size_t>(visibility_saturation) ? -visibility_saturation : -static_cast<std::ptrdiff_t>(r);
-}
+// The band of `options`, computed without overflow for any offset and window (attention.cpp).
+KeyBand visible_band(const AttentionOptions& options) noexcept;
 
 // i + t clamped to [0, n_kv]; |t| <= visibility_saturation and i <= PTRDIFF_MAX / 4, so nothing overflows.
 inline std::size_t key_bound(std::size_t i, std::ptrdiff_t t, std::size_t n_kv) noexcept {
@@ -62,28 +46,23 @@ inline std::size_t key_bound(std::size_t i, std::ptrdiff_t t, std::size_t n_kv) 
   return static_cast<std::size_t>(j) < n_kv ? static_cast<std::size_t>(j) : n_kv;
 }
 
+inline KeyRange visible_keys(std::size_t i, std::size_t n_kv, const KeyBand& band) noexcept {
+  return {key_bound(i, band.lo, n_kv), key_bound(i, band.hi, n_kv)};
+}
 inline KeyRange visible_keys(std::size_t i, std::size_t n_kv, const AttentionOptions& options) noexcept {
-  const std::ptrdiff_t off = options.causal_offset;
-  const std::size_t w = options.window;
-  // Keys j with t_lo <= j − i < t_hi.
-  const std::ptrdiff_t t_lo = w == 0 ? -visibility_saturation : saturated_plus(saturated_minus(off, w), 1);
-  const std::ptrdiff_t t_hi =
-      options.causal ? saturated_plus(off, 1) : (w == 0 ? visibility_saturation : saturated_plus(off, w));
-  return {key_bound(i, t_lo, n_kv), key_bound(i, t_hi, n_kv)};
+  return visible_keys(i, n_kv, visible_band(options));
 }
 
-// The options for the queries from row `first` on of a call made with `options` (the layers run attention one
-// query tile at a time): the same visibility, exactly, for any offset and window.
-inline AttentionOptions options_from_row(const AttentionOptions& options, std::size_t first) noexcept {
-  AttentionOptions o = options;
-  if (options.causal_offset <= PTRDIFF_MAX - static_cast<std::ptrdiff_t>(first)) {
-    o.causal_offset = options.causal_offset + static_cast<std::ptrdiff_t>(first);
+// Turns the options of a call into those of its queries from row `rows` on (the layers run attention one query
+// tile at a time): the same visibility, exactly, for any offset and window. Applied repeatedly, it adds up.
+inline void advance_rows(AttentionOptions& options, std::size_t rows) noexcept {
+  if (options.causal_offset <= PTRDIFF_MAX - static_cast<std::ptrdiff_t>(rows)) {
+    options.causal_offset += static_cast<std::ptrdiff_t>(rows);
   } else if (options.window != 0) {
-    // The upper bound is beyond every key either way; the lower bound off + first − W + 1 is kept by
-    // shrinking the window instead (W <= first: the lower bound is beyond every key too).
-    o.window = options.window > first ? options.window - first : 1;
+    // The upper bound is beyond every key either way; the lower bound off + rows − W + 1 is kept by shrinking
+    // the window instead (W <= rows: the lower bound is beyond every key too).
+    options.window = options.window > rows ? options.window - rows : 1;
   }
-  return o;
 }
 
 // Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats.

@@ -38,13 +38,18 @@ bool overlaps_array(const MatrixView<T>& y, const float* a, std::size_t floats) 
 
 // ---- rotary embeddings -------------------------------------------------------------------------------------
 
+float exp_one(const Kernels& kern, float x) noexcept {
+  kern.exp(&x, &x, 1);
+  return x;
+}
+
 // ln(x) for a finite x > 0: Newton's method on e^y = x (y ← y − 1 + x·e^−y) from the exponent field, with the
 // library's own exp (no libm log in the Cortex-M image). Once per call.
-float log_positive(float x) noexcept {
+float log_positive(const Kernels& kern, float x) noexcept {
   const std::uint32_t bits = float_bits(x);
   const float mantissa = bits_float((bits & 0x007fffffu) | 0x3f800000u);  // [1, 2)
   float y = static_cast<float>(static_cast<int>(bits >> 23) - 127) * 0.693147181f + (mantissa - 1.0f);
-  for (int i = 0; i < 6; ++i) y = y - 1.0f + x * exp_scalar(-y);  // quadratic: |error| 0.31 → 0.05 → 1e−3 → …
+  for (int i = 0; i < 6; ++i) y = y - 1.0f + x * exp_one(kern, -y);  // quadratic: |error| 0.31 → 0.05 → 1e−3 → …
   return y;
 }
 
@@ -64,20 +69,22 @@ void sin_cos(float x, float& s, float& c) noexcept {
       fmadd(fmadd(fmadd(fmadd(fmadd(-2.75573192e-7f, r2, 2.48015873e-5f), r2, -1.38888889e-3f), r2, 4.16666667e-2f), r2,
                   -0.5f),
             r2, 1.0f);
-  const unsigned quadrant = static_cast<unsigned>(static_cast<long>(k)) & 3u;
-  s = quadrant == 0 ? sr : quadrant == 1 ? cr : quadrant == 2 ? -sr : -cr;
-  c = quadrant == 0 ? cr : quadrant == 1 ? -sr : quadrant == 2 ? -cr : sr;
+  // Quadrant q: (sin, cos) = (sr, cr), (cr, −sr), (−sr, −cr), (−cr, sr).
+  const unsigned quadrant = static_cast<unsigned>(static_cast<long>(k));
+  const float sign = (quadrant & 2u) != 0 ? -1.0f : 1.0f;
+  s = sign * ((quadrant & 1u) != 0 ? cr : sr);
+  c = sign * ((quadrant & 1u) != 0 ? -sr : cr);
 }
 
 // Rotates every head of rows [0, rows) of m (stride ld, `heads` heads of head_dim) by the positions first,
 // first + 1, …: pair p of the rope_dims leading dims of a head turns by position · θ^(−2p/rope_dims).
-void rotate(const LayerConfig& config, std::size_t head_dim, std::size_t heads, float* m, std::size_t ld,
-            std::size_t rows, std::size_t first) noexcept {
+void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim, std::size_t heads, float* m,
+            std::size_t ld, std::size_t rows, std::size_t first) noexcept {
   if (config.rope_theta == 0.0f) return;
   const std::size_t dims = config.rope_dims == 0 ? head_dim : config.rope_dims, half = dims / 2;
-  const float ln_theta = log_positive(config.rope_theta);
+  const float ln_theta = log_positive(kern, config.rope_theta);
   for (std::size_t p = 0; p < half; ++p) {
-    const float freq = exp_scalar(-static_cast<float>(2 * p) * ln_theta / static_cast<float>(dims));
+    const float freq = exp_one(kern, -static_cast<float>(2 * p) * ln_theta / static_cast<float>(dims));
     const std::size_t a = config.rope_interleaved ? 2 * p : p, b = config.rope_interleaved ? 2 * p + 1 : p + half;
     for (std::size_t r = 0; r < rows; ++r) {
       float s, c;
@@ -137,11 +144,14 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
   if (mask.data != nullptr &&
       ((op == LayerOp::append && ring) || !shape_ok(mask) || mask.rows != n_q || mask.cols != n_kv))
     return Status::invalid_shape;
-  const std::size_t scratch = layer_scratch_floats(d, shape.heads);
   if (bad_overlap(y, query) || (op == LayerOp::forward && bad_overlap(y, context)) ||
-      (mask.data != nullptr && views_overlap(y, mask)) || overlaps_array(y, w.q_weight, d * d) ||
-      overlaps_array(y, w.k_weight, kv_dim * d) || overlaps_array(y, w.v_weight, kv_dim * d) ||
-      overlaps_array(y, w.q_bias, d) || overlaps_array(y, w.k_bias, kv_dim) || overlaps_array(y, w.v_bias, kv_dim) ||
+      (mask.data != nullptr && views_overlap(y, mask)))
+    return Status::aliasing;
+  // y against every array the call reads (weights) or writes (the scratch), and the inputs against the scratch.
+  const std::size_t scratch = layer_scratch_floats(d, shape.heads);
+  if (overlaps_array(y, w.q_weight, d * d) || overlaps_array(y, w.k_weight, kv_dim * d) ||
+      overlaps_array(y, w.v_weight, kv_dim * d) || overlaps_array(y, w.q_bias, d) ||
+      overlaps_array(y, w.k_bias, kv_dim) || overlaps_array(y, w.v_bias, kv_dim) ||
       overlaps_array(y, w.out_weight, d * d) || overlaps_array(y, w.out_bias, d) ||
       overlaps_array(y, layer.scratch, scratch) || overlaps_array(query, layer.scratch, scratch) ||
       overlaps_array(context, layer.scratch, scratch) ||
@@ -169,16 +179,17 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
     const std::size_t rows = n_kv - first_kv;
     linear(kern, context.data, context.stride, rows, d, w.k_weight, w.k_bias, kv_dim, k_new, kv_dim);
     linear(kern, context.data, context.stride, rows, d, w.v_weight, w.v_bias, kv_dim, v_new, kv_dim);
-    rotate(config, hd, shape.kv_heads, k_new, kv_dim, rows, q_position);
+    rotate(kern, config, hd, shape.kv_heads, k_new, kv_dim, rows, q_position);
     state.cached = n_kv;
     state.position = q_position + rows;
   }
 
-  AttentionOptions call = options;
-  call.window = window;
+  // The options of the current query tile (advanced by each tile's rows).
+  AttentionOptions tile = options;
+  tile.window = window;
   if (op == LayerOp::append) {  // bottom-right causal: row t of x is key first_kv + t
-    call.causal = true;
-    call.causal_offset = static_cast<std::ptrdiff_t>(first_kv);
+    tile.causal = true;
+    tile.causal_offset = static_cast<std::ptrdiff_t>(first_kv);
   }
   const std::size_t group = shape.heads / shape.kv_heads;
   const bool project = w.out_weight != nullptr;
@@ -188,8 +199,7 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
   for (std::size_t i0 = 0; i0 < n_q; i0 += layer_block_q) {
     const std::size_t bq = n_q - i0 < layer_block_q ? n_q - i0 : layer_block_q;
     linear(kern, query.data + i0 * query.stride, query.stride, bq, d, w.q_weight, w.q_bias, d, q_tile, d);
-    rotate(config, hd, shape.heads, q_tile, d, bq, q_position + i0);
-    AttentionOptions tile = options_from_row(call, i0);
+    rotate(kern, config, hd, shape.heads, q_tile, d, bq, q_position + i0);
     if (mask.data != nullptr) tile.mask = {mask.data + i0 * mask.stride, bq, n_kv, mask.stride};
     float* heads = project ? heads_tile : y.data + i0 * y.stride;
     const std::size_t ldh = project ? d : y.stride;
@@ -199,6 +209,7 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
                     {layer.v + g * hd, n_kv, hd, kv_dim}, {heads + h * hd, bq, hd, ldh}, workspace, tile);
     }
     if (project) linear(kern, heads_tile, d, bq, d, w.out_weight, w.out_bias, d, y.data + i0 * y.stride, y.stride);
+    advance_rows(tile, bq);
   }
   return Status::ok;
 }

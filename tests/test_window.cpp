@@ -152,11 +152,13 @@ TEST(Window, VisibleKeysIsTheDefinition) {
           for (std::size_t j = 0; j < n_kv; ++j)
             ASSERT_EQ(j >= r.lo && j < r.hi, ref::visible(i, j, causal, off, window))
                 << "causal=" << causal << " off=" << off << " window=" << window << " i=" << i << " j=" << j;
-          // Rows from `first` on with options_from_row see what they saw as rows of the whole call.
-          for (std::size_t first : {1, 7}) {
+          // Rows from `first` on, with advance_rows (in steps of 3, as the layers' tiles), see what they saw as
+          // rows of the whole call.
+          for (std::size_t first : {3, 9}) {
             if (i < first) continue;
-            const ma::detail::KeyRange s =
-                ma::detail::visible_keys(i - first, n_kv, ma::detail::options_from_row(o, first));
+            ma::AttentionOptions shifted = o;
+            for (std::size_t step = 0; step < first; step += 3) ma::detail::advance_rows(shifted, 3);
+            const ma::detail::KeyRange s = ma::detail::visible_keys(i - first, n_kv, shifted);
             const bool empty_r = r.lo >= r.hi, empty_s = s.lo >= s.hi;
             ASSERT_EQ(empty_r, empty_s);
             if (!empty_r) {
