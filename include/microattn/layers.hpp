@@ -126,7 +126,10 @@ struct LayerScratch {
 // the rope_dims leading dims by the angle position · rope_theta^(−2p/rope_dims); the cache stores rotated K.
 // A row's position: append, position() + its row; forward, its row (query and context alike); attend, its row.
 // Angles are float products, as PyTorch's and llama.cpp's fp32 paths: their rounding grows with the position
-// (about position · 2⁻²⁴ radians), and sin/cos are reduced exactly for the angles that occur (|angle| < 2²⁰).
+// (about position · (ln θ + 4) · 2⁻²⁴ radians). sin/cos: a Cody–Waite reduction (exact below 6434 rad, beyond
+// within about an ulp of the angle) and polynomials, per row and pair; no tables, no RAM, no libm.
+// A configuration with an odd or too large rope_dims, or a rope_theta that is negative, NaN or infinite, makes
+// every call return invalid_shape.
 // Window: options.window, or config.window where that is 0, applies to forward, append and attend
 // (AttentionOptions::window). config.window = W also makes the cache a ring: when an append would run past
 // MaxSeq, the newest W − 1 rows move to the front and older ones are dropped (one move every MaxSeq − W + 1
@@ -192,7 +195,7 @@ class MultiHeadAttention {
   Status append(MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
     return detail::layer_run(parts(), detail::LayerOp::append, x, x, y, options);
   }
-  // Queries (rows ≤ MaxSeq; rotary positions 0 …) attend to the cached K/V (cached() keys), which stay as they
+  // Queries (any number of rows; rotary positions 0 …) attend to the cached K/V (cached() keys), which stay as they
   // are. options as attention() over the cached keys (mask query.rows × cached()). An empty cache is
   // invalid_shape. y may be exactly query.
   Status attend(MatrixView<const float> query, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
