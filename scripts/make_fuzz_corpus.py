@@ -160,12 +160,16 @@ WS = {"exact": 0, "one-less": 3, "more": 4, "zero": 5, "size-max": 6, "half": 7}
 Q, K, V, OUT, MASK = range(5)
 
 
+ATTENTION_WINDOWS = [0, 1, 2, 5, 16, 33, 64, "huge"]  # fuzz_attention.cpp: flags bits 3–5
+
+
 def attention(n_q, n_kv, d_k, d_v, causal=False, mask=False, scalar=False, scale="default", offset="top-left",
               small=0, pads=(0,) * 5, gaps=(0,) * 5, ws="exact", ws_extra=0, ws_gap=0, ws_null=False, out_mode=0,
               out_delta=0, out_over=Q, ws_place=0, ws_delta=0, ws_over=Q, muts=(), vq=(0, 0), vk=(0, 0), vv=(0, 0),
-              mask_style=0, sp=(), s=1):
+              mask_style=0, sp=(), s=1, window=0):
     b = seed(s) + [dim(n_q), dim(n_kv), dim(d_k), dim(d_v), (1 if causal else 0) | (2 if mask else 0) |
-                   (4 if scalar else 0), SCALE[scale], OFFSET[offset], int8(small)]
+                   (4 if scalar else 0) | (ATTENTION_WINDOWS.index(window) << 3), SCALE[scale], OFFSET[offset],
+                   int8(small)]
     for p, g in zip(pads, gaps):
         b += [pad(p), g]
     b += [WS[ws], ws_extra, ws_gap, 15 if ws_null else 0, out_mode, int8(out_delta), out_over, ws_place,
@@ -181,6 +185,12 @@ def mask_style(hide=0, rng=0, period=0):
 
 ATTENTION = {
     "valid-1x1": attention(1, 1, 1, 1),
+    "valid-window-causal-65x70-scalar-too": attention(65, 70, 16, 16, causal=True, offset="bottom-right", window=5,
+                                                      scalar=True, s=40),
+    "valid-window-local-33x65-mask": attention(33, 65, 8, 8, mask=True, mask_style=mask_style(hide=2), window=16,
+                                               s=41),
+    "valid-window-1-causal": attention(40, 40, 4, 4, causal=True, window=1, s=42),
+    "valid-window-huge-offset-max": attention(9, 17, 4, 4, causal=True, offset="max", window="huge", s=43),
     "valid-dense-33x65-d16-scalar-too": attention(33, 65, 16, 16, scalar=True, s=2),
     "valid-causal-top-left-65x65-d8": attention(65, 65, 8, 8, causal=True, s=3),
     "valid-causal-bottom-right-5x70": attention(5, 70, 16, 16, causal=True, offset="bottom-right", s=4),
