@@ -1,7 +1,7 @@
 // For scripts/footprint.py, built on the Cortex-M cross builds with the library's stack-usage flags:
 //  - reference_layer: the layer configuration whose RAM the footprint table reports;
-//  - call_*: one out-of-line call of each public entry point (forward() is an inline member, so its frame is
-//    that of call_forward), which the static stack analysis covers too;
+//  - call_*: one out-of-line call of each public entry point (forward() and append() are inline members, so
+//    their frames are those of call_forward and call_append), which the static stack analysis covers too;
 //  - main: runs each call_* once on a painted stack under QEMU and prints the bytes it really used, so the
 //    script can check that its static worst case is never below a measured use.
 #include <cstdint>
@@ -23,6 +23,19 @@ ma::MultiHeadAttention<64, 64, 4> reference_layer{{w, w, w, w, w, w, w, w}};
 
 __attribute__((noinline)) ma::Status call_forward() {
   return reference_layer.forward(ma::make_view<const float>(x, n, n), ma::make_view(y, n, n));
+}
+
+// Decoding: a rotary, sliding-window layer of the same size; append one token after 40 (the ring moves at 64).
+ma::LayerConfig decode_config() {
+  ma::LayerConfig c;
+  c.rope_theta = 10000.0f;
+  c.window = 32;
+  return c;
+}
+ma::MultiHeadAttention<64, 64, 4> decode_layer{{w, w, w, w, w, w, w, w}, decode_config()};
+
+__attribute__((noinline)) ma::Status call_append() {
+  return decode_layer.append(ma::make_view<const float>(x, 1, n), ma::make_view(y, 1, n));
 }
 
 __attribute__((noinline)) ma::Status call_attention() {
@@ -71,6 +84,8 @@ int main() {
     x[i] = q[i] = k[i] = v[i] = 0.1f * static_cast<float>(i % 5);
   }
   std::printf("measured call_forward %u\n", measure(call_forward));
+  for (int i = 0; i < 40; ++i) call_append();
+  std::printf("measured call_append %u\n", measure(call_append));
   std::printf("measured call_attention %u\n", measure(call_attention));
   std::printf("measured call_matmul %u\n", measure(call_matmul));
   std::printf("measured call_softmax_rows %u\n", measure(call_softmax_rows));

@@ -61,6 +61,7 @@ ENTRY_POINTS = [  # name in the table, pattern matched against the demangled fun
     ("exp_elements", r"^microattn::Status microattn::exp_elements\("),
     ("attention", r"^microattn::Status microattn::attention\("),
     ("MultiHeadAttention::forward", r"^microattn::Status footprint::call_forward\("),
+    ("MultiHeadAttention::append", r"^microattn::Status footprint::call_append\("),
 ]
 PROBE_WRAPPER = r"^microattn::Status footprint::{}\("  # the measured out-of-line calls of the probe
 

@@ -160,12 +160,16 @@ WS = {"exact": 0, "one-less": 3, "more": 4, "zero": 5, "size-max": 6, "half": 7}
 Q, K, V, OUT, MASK = range(5)
 
 
+ATTENTION_WINDOWS = [0, 1, 2, 5, 16, 33, 64, "huge"]  # fuzz_attention.cpp: flags bits 3–5
+
+
 def attention(n_q, n_kv, d_k, d_v, causal=False, mask=False, scalar=False, scale="default", offset="top-left",
               small=0, pads=(0,) * 5, gaps=(0,) * 5, ws="exact", ws_extra=0, ws_gap=0, ws_null=False, out_mode=0,
               out_delta=0, out_over=Q, ws_place=0, ws_delta=0, ws_over=Q, muts=(), vq=(0, 0), vk=(0, 0), vv=(0, 0),
-              mask_style=0, sp=(), s=1):
+              mask_style=0, sp=(), s=1, window=0):
     b = seed(s) + [dim(n_q), dim(n_kv), dim(d_k), dim(d_v), (1 if causal else 0) | (2 if mask else 0) |
-                   (4 if scalar else 0), SCALE[scale], OFFSET[offset], int8(small)]
+                   (4 if scalar else 0) | (ATTENTION_WINDOWS.index(window) << 3), SCALE[scale], OFFSET[offset],
+                   int8(small)]
     for p, g in zip(pads, gaps):
         b += [pad(p), g]
     b += [WS[ws], ws_extra, ws_gap, 15 if ws_null else 0, out_mode, int8(out_delta), out_over, ws_place,
@@ -181,6 +185,12 @@ def mask_style(hide=0, rng=0, period=0):
 
 ATTENTION = {
     "valid-1x1": attention(1, 1, 1, 1),
+    "valid-window-causal-65x70-scalar-too": attention(65, 70, 16, 16, causal=True, offset="bottom-right", window=5,
+                                                      scalar=True, s=40),
+    "valid-window-local-33x65-mask": attention(33, 65, 8, 8, mask=True, mask_style=mask_style(hide=2), window=16,
+                                               s=41),
+    "valid-window-1-causal": attention(40, 40, 4, 4, causal=True, window=1, s=42),
+    "valid-window-huge-offset-max": attention(9, 17, 4, 4, causal=True, offset="max", window="huge", s=43),
     "valid-dense-33x65-d16-scalar-too": attention(33, 65, 16, 16, scalar=True, s=2),
     "valid-causal-top-left-65x65-d8": attention(65, 65, 8, 8, causal=True, s=3),
     "valid-causal-bottom-right-5x70": attention(5, 70, 16, 16, causal=True, offset="bottom-right", s=4),
@@ -294,8 +304,49 @@ LAYERS = {
 }
 
 
+# ---- decode (append / attend / forward / reset sequences) ----------------------------------------------------------
+APPEND, ATTEND, FORWARD, RESET, APPEND_OPTS = 0, 6, 7, 8, 9
+WINDOW_BITS = {0: 0, 1: 1, 3: 2, 6: 3}
+
+
+def decode(layer_index, steps, rope=False, interleaved=False, half=False, window=0, biases=True, out=True, s=1):
+    """steps: (op, rows, y_mode, opts) tuples; rows 1..9 (or 0 / 'over' / 13 through the odd byte values)."""
+    cfg = (1 if rope else 0) | (2 if interleaved else 0) | (4 if half else 0) | (WINDOW_BITS[window] << 3) | \
+        (0 if biases else 32) | (0 if out else 64)
+    b = seed(s) + [layer_index, cfg, len(steps) - 1]
+    odd = {0: 200, "over": 201, 13: 202}
+    for op, rows, y_mode, opts in steps:
+        b += [op, odd[rows] if rows in odd else rows - 1, y_mode, opts]
+    return bytes(b)
+
+
+DECODE = {
+    "rope-window-appends-then-attend": decode(0, [(APPEND, 3, 0, 0), (APPEND, 1, 0, 0), (APPEND, 5, 2, 0),
+                                                  (ATTEND, 4, 0, 8 | (5 << 4))], rope=True, window=3, s=1),
+    "one-by-one-mqa": decode(0, [(APPEND, 1, 0, 0)] * 12, s=2),
+    "chunks-gqa-none-interleaved-half": decode(1, [(APPEND, 7, 0, 0), (APPEND, 9, 2, 0), (APPEND, 4, 0, 0)],
+                                               rope=True, interleaved=True, half=True, s=3),
+    "ring-window-1-wraps": decode(0, [(APPEND, 7, 0, 0)] * 6, window=1, s=4),
+    "ring-window-6-wraps-in-place": decode(1, [(APPEND, 5, 2, 0), (APPEND, 9, 2, 0), (APPEND, 9, 0, 0),
+                                               (APPEND, 3, 0, 0), (APPEND, 9, 0, 0)], window=6, rope=True, s=5),
+    "full-cache-refuses": decode(0, [(APPEND, 9, 0, 0), (APPEND, 4, 0, 0), (APPEND, 3, 0, 0), (APPEND, 1, 0, 0)],
+                                 s=6),
+    "mask-in-position-order": decode(1, [(APPEND, 4, 0, 0), (APPEND_OPTS, 3, 0, 1), (APPEND_OPTS, 2, 0, 1 | 4)], s=7),
+    "mask-on-ring-refused": decode(0, [(APPEND, 2, 0, 0), (APPEND_OPTS, 2, 0, 1)], window=3, s=8),
+    "wider-window-on-ring-refused": decode(0, [(APPEND_OPTS, 2, 0, 6)], window=3, s=9),
+    "y-overlaps-x": decode(1, [(APPEND, 4, 3, 0), (ATTEND, 2, 3, 0)], s=10),
+    "forward-then-append-then-attend": decode(1, [(FORWARD, 9, 0, 0), (APPEND, 5, 0, 0), (ATTEND, 13, 0, 0)],
+                                              rope=True, s=11),
+    "reset-and-attend-empty": decode(0, [(APPEND, 2, 0, 0), (RESET, 1, 0, 0), (ATTEND, 3, 0, 0), (APPEND, 1, 0, 0)],
+                                     s=12),
+    "zero-rows-and-short-y": decode(0, [(APPEND, 0, 0, 0), (APPEND, 3, 5, 0), (APPEND, "over", 0, 0)], s=13),
+    "no-bias-no-out-window-options": decode(1, [(APPEND_OPTS, 6, 0, 2), (APPEND_OPTS, 6, 4, 6)], biases=False,
+                                            out=False, s=14),
+}
+
+
 def main():
-    targets = {"matmul": MATMUL, "softmax": SOFTMAX, "attention": ATTENTION, "layers": LAYERS}
+    targets = {"matmul": MATMUL, "softmax": SOFTMAX, "attention": ATTENTION, "layers": LAYERS, "decode": DECODE}
     for name, seeds in targets.items():
         d = os.path.join(CORPUS, name)
         if os.path.isdir(d):

@@ -166,14 +166,14 @@ float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std
 }
 
 // Row i of attention, exactly as README "Numerical contract" and "Non-finite values" define it:
-//  - key j is hidden when the causal rule hides it (j >= n_visible) or its mask entry is −inf; hidden keys are
-//    never read;
+//  - key j is hidden when the causal rule or the window hides it (j outside `keys`) or its mask entry is −inf;
+//    hidden keys are never read;
 //  - t_j = score_j + mask_ij (saturated at ±FLT_MAX when both are finite); any NaN or +inf t_j: the row is NaN;
 //  - p_j = e^(t_j − max t), out = Σ p_j·v_j / Σ p_j; no key with t_j > −inf: zeros;
 //  - then every column c in which a visible key has a NaN or ±inf v_jc is NaN, whatever p_j (even 0).
 // scratch: 2·d_v floats.
 inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixView<const float>& k,
-                                const MatrixView<const float>& v, const float* mask_row, std::size_t n_visible,
+                                const MatrixView<const float>& v, const float* mask_row, KeyRange keys,
                                 const ExactScale& sc, float* out, float* scratch) noexcept {
   const std::size_t d_v = v.cols;
   float* acc = scratch;            // Σ p_j·v_jc·2^−e_c
@@ -191,7 +191,7 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
   for (std::size_t c = 0; c < d_v; ++c) col_exp[c] = -126.0f;
   float m = -INFINITY;
   bool row_nan = false;
-  for (std::size_t j = 0; j < n_visible; ++j) {
+  for (std::size_t j = keys.lo; j < keys.hi; ++j) {
     if (!visible(j)) continue;
     const float t = score(j);
     row_nan = row_nan || !(t < INFINITY);  // NaN or +inf
@@ -213,7 +213,7 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
   }
   float l = 0.0f;
   if (m > -INFINITY)
-    for (std::size_t j = 0; j < n_visible; ++j) {
+    for (std::size_t j = keys.lo; j < keys.hi; ++j) {
       if (!visible(j)) continue;
       const float t = score(j);
       if (t == -INFINITY) continue;
@@ -232,33 +232,63 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
   }
 }
 
-// Lanes [a, a + nl) of the tile at query i0 that see (causal rule, mask) a key of [j0, j0 + bk) whose value row
+// Lanes [a, a + nl) of the tile at query i0 that see (causal rule, window, mask) a key of [j0, j0 + bk) whose value row
 // holds NaN or ±inf get a NaN in their accumulator (no rescaling removes it), which sends them to the exact path.
 __attribute__((noinline, cold)) void mark_rows_seeing_nonfinite_v(const MatrixView<const float>& v, std::size_t j0,
                                                                   std::size_t bk, std::size_t i0, std::size_t a,
                                                                   std::size_t nl, const AttentionOptions& options,
-                                                                  std::ptrdiff_t off, float* ot) noexcept {
+                                                                  const KeyBand& band, float* ot) noexcept {
   for (std::size_t j = 0; j < bk; ++j) {
     if (row_finite(v.data + (j0 + j) * v.stride, v.cols)) continue;
     const MatrixView<const float>& mask = options.mask;
     for (std::size_t i = a; i < a + nl; ++i) {
-      const bool causal_hidden =
-          options.causal && static_cast<std::ptrdiff_t>(j0 + j) > static_cast<std::ptrdiff_t>(i0 + i) + off;
+      const KeyRange keys = visible_keys(i0 + i, v.rows, band);
+      const bool band_hidden = j0 + j < keys.lo || j0 + j >= keys.hi;
       const bool mask_hidden = mask.data != nullptr && mask.data[(i0 + i) * mask.stride + j0 + j] == -INFINITY;
-      if (!causal_hidden && !mask_hidden) ot[i] = NAN;
+      if (!band_hidden && !mask_hidden) ot[i] = NAN;
     }
   }
 }
 
-// Number of keys query i may see under the causal rule j <= i + off, clamped to [0, n_kv]. off has been
-// clamped to [−n_q, n_kv] beforehand, so nothing overflows.
-inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t n_kv) noexcept {
-  const std::ptrdiff_t end = static_cast<std::ptrdiff_t>(i) + off + 1;
-  if (end <= 0) return 0;
-  return min_size(static_cast<std::size_t>(end), n_kv);
+// Scores of lanes [a, a + nl) (queries first_row + a …) for keys [j0, j0 + bk) that the band hides, set to −inf.
+// Ranges only grow with the lane, so the lanes that do not see key j are a prefix (their range ended) and a
+// suffix (theirs has not begun), both moving up with j: two pointers, and only hidden scores are touched.
+// Out of line: its frame sits beside the kernels', not under them.
+__attribute__((noinline)) void hide_outside_band(float* s, std::size_t nl, std::size_t first_query, std::size_t j0,
+                                                 std::size_t bk, const KeyBand& band, std::size_t n_kv) noexcept {
+  constexpr std::size_t br = attention_block_q;
+  if (key_bound(first_query, band.hi, n_kv) >= j0 + bk && key_bound(first_query + nl - 1, band.lo, n_kv) <= j0)
+    return;  // every lane sees the whole block
+  const std::size_t a = 0, first_row = first_query;
+  const std::size_t end_lane = a + nl;
+  std::size_t ended = a, begun = a;  // lanes [a, ended) end at or before j; lanes [begun, end_lane) start after j
+  std::size_t ended_hi = key_bound(first_row + a, band.hi, n_kv), begun_lo = key_bound(first_row + a, band.lo, n_kv);
+  for (std::size_t j = j0; j < j0 + bk; ++j) {
+    while (ended < end_lane && ended_hi <= j)
+      if (++ended < end_lane) ended_hi = key_bound(first_row + ended, band.hi, n_kv);
+    while (begun < end_lane && begun_lo <= j)
+      if (++begun < end_lane) begun_lo = key_bound(first_row + begun, band.lo, n_kv);
+    float* sj = s + (j - j0) * br;
+    for (std::size_t i = a; i < ended; ++i) sj[i] = -INFINITY;
+    for (std::size_t i = begun; i < end_lane; ++i) sj[i] = -INFINITY;
+  }
 }
 
 }  // namespace
+
+KeyBand visible_band(const AttentionOptions& options) noexcept {
+  // In an integer twice as wide as ptrdiff_t nothing overflows; then saturate.
+#if PTRDIFF_MAX > 0x7fffffffL
+  __extension__ typedef __int128 wide;
+#else
+  typedef long long wide;
+#endif
+  const wide off = options.causal_offset, w = static_cast<wide>(options.window), sat = visibility_saturation;
+  const wide lo = w == 0 ? -sat : off - w + 1;
+  const wide hi = options.causal ? off + 1 : (w == 0 ? sat : off + w);
+  return {static_cast<std::ptrdiff_t>(lo < -sat ? -sat : (lo > sat ? sat : lo)),
+          static_cast<std::ptrdiff_t>(hi < -sat ? -sat : (hi > sat ? sat : hi))};
+}
 
 Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
                               MatrixView<float> out, const AttentionOptions& options, const float* workspace) noexcept {
@@ -323,16 +353,16 @@ __attribute__((noinline)) bool flag_rows_for_exact(const float* ot, const float*
 // Rows [i0, i0 + bq) through the exact path: those whose flag is nonzero, or all of them (flags null).
 __attribute__((noinline, cold)) void exact_rows(const MatrixView<const float>& q, const MatrixView<const float>& k,
                                                 const MatrixView<const float>& v, const MatrixView<float>& out,
-                                                const AttentionOptions& options, std::ptrdiff_t off, float scale,
+                                                const AttentionOptions& options, const KeyBand& band, float scale,
                                                 std::size_t i0, std::size_t bq, const float* flags,
                                                 float* scratch) noexcept {
   const ExactScale sc = split_scale(scale);
   const MatrixView<const float>& mask = options.mask;
   for (std::size_t i = i0; i < i0 + bq; ++i) {
     if (flags != nullptr && flags[i - i0] == 0.0f) continue;
-    attention_row_exact(
-        q.data + i * q.stride, q.cols, k, v, mask.data != nullptr ? mask.data + i * mask.stride : nullptr,
-        options.causal ? causal_visible(i, off, k.rows) : k.rows, sc, out.data + i * out.stride, scratch);
+    attention_row_exact(q.data + i * q.stride, q.cols, k, v,
+                        mask.data != nullptr ? mask.data + i * mask.stride : nullptr, visible_keys(i, k.rows, band), sc,
+                        out.data + i * out.stride, scratch);
   }
 }
 
@@ -362,20 +392,20 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
   // number at all) would make the fused loop wrong: every row takes the exact path.
   const bool exact_rows_only = !(std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max);
   const MatrixView<const float>& mask = options.mask;
-  // Clamp the offset to [−n_q, n_kv]: beyond, every key is hidden or visible alike.
-  const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed
   // and whether the accumulator must be checked.
   const ValueScan v_scan = scan_values(v);
   const bool v_finite = v_scan.finite, ot_can_overflow = v_scan.sum_can_overflow;
+  const KeyBand band = visible_band(options);
+  const bool banded = options.causal || options.window != 0;
 
-  // Lane groups of the causal staircase: one vector wide (4 lanes for the scalar kernels).
+  // Lane groups of the staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
     const std::size_t bq = min_size(br, n_q - i0);
-    // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, causal hiding (only
-    // where a lane's limit falls inside the block), online-softmax update, P·V.
+    // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, hiding (only where a
+    // lane's visible range ends or starts inside the block), online-softmax update, P·V.
     // Inlined (one call site): its own frame would sit on every layer call's deepest stack path.
     auto run_block = [&](std::size_t a, std::size_t nl, std::size_t j0, std::size_t bk) __attribute__((always_inline)) {
       kern.attn_scores(qt + a, d_k, k.data + j0 * k.stride, k.stride, bk, s + a, nl);
@@ -390,17 +420,13 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
             s[j * br + i] = t > -INFINITY ? t : (mrow[j] == -INFINITY ? -INFINITY : (t == t ? NAN : t));
           }
         }
-      if (options.causal && causal_visible(i0 + a, off, n_kv) < j0 + bk)
-        for (std::size_t j = 0; j < bk; ++j) {  // key j0 + j is hidden from lanes before first_seeing
-          const std::ptrdiff_t first_seeing =
-              static_cast<std::ptrdiff_t>(j0 + j) - off - static_cast<std::ptrdiff_t>(i0);
-          const std::size_t hidden = first_seeing <= 0 ? 0 : min_size(static_cast<std::size_t>(first_seeing), a + nl);
-          for (std::size_t i = a; i < hidden; ++i) s[j * br + i] = -INFINITY;
-        }
-      // A visible key (not hidden by the causal rule or a −inf mask entry) whose value row holds NaN or ±inf
-      // sends the query to the exact path, whatever its probability (which may underflow to 0): marked by a
-      // NaN in its accumulator, which no rescaling removes.
-      if (!v_finite) mark_rows_seeing_nonfinite_v(v, j0, bk, i0, a, nl, options, off, ot);
+      // Only where a lane's visible range ends or starts inside the block (the first lane has the smallest end,
+      // the last the largest start).
+      if (banded) hide_outside_band(s + a, nl, i0 + a, j0, bk, band, n_kv);
+      // A visible key (not hidden by the causal rule, the window or a −inf mask entry) whose value row holds NaN or
+      // ±inf sends the query to the exact path, whatever its probability (which may underflow to 0): marked by a NaN in
+      // its accumulator, which no rescaling removes.
+      if (!v_finite) mark_rows_seeing_nonfinite_v(v, j0, bk, i0, a, nl, options, band, ot);
       kern.attn_softmax(s + a, bk, m + a, l + a, alpha + a, nl);
       if (v_finite)
         kern.attn_pv(s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
@@ -408,7 +434,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
         pv_with_nonfinite_rows(kern, s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
     };
     if (exact_rows_only) {
-      exact_rows(q, k, v, out, options, off, scale, i0, bq, nullptr, ot);
+      exact_rows(q, k, v, out, options, band, scale, i0, bq, nullptr, ot);
       continue;
     }
     kern.attn_pack_q(q.data + i0 * q.stride, q.stride, bq, d_k, q_factor, qt);
@@ -418,18 +444,22 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
       l[i] = 0.0f;
     }
 
-    // Causal: a staircase over lane groups of one vector. Group g's last query sees keys [0, vis_g); lanes from
-    // group g on all need keys [vis_(g−1), vis_g), so that segment runs once for lanes [g·group, bq) — full
-    // width as far as possible, one vector on the last step. Keys no lane of the tile sees are never
-    // computed, and the wasted triangle is one vector wide. (The per-lane online softmax does not care that
-    // lanes consumed different keys.) Dense: one segment, all keys, all lanes.
+    // A staircase over lane groups of one vector. Group g's last query's keys end at end(g), its first query's
+    // start at first(g), and both only grow with g: lanes from group g on all need the keys from the larger of
+    // first(g) and end(g − 1) up to end(g), so that segment runs once for lanes [g·group, bq) — full width as
+    // far as possible, one vector on the last step. Keys no lane of the tile sees are never computed; the
+    // waste is one vector-wide triangle at the end (causal) and at the start (window) of each group's keys.
+    // (The per-lane online softmax does not care that lanes consumed different keys.) Dense: one segment, all
+    // keys, all lanes.
     std::size_t seg_start = 0;
     for (std::size_t g0 = 0; g0 < bq; g0 += group) {
-      const std::size_t g_end = options.causal ? min_size(g0 + group, bq) : bq;
-      const std::size_t seg_end = options.causal ? causal_visible(i0 + g_end - 1, off, n_kv) : n_kv;
+      const std::size_t g_end = banded ? min_size(g0 + group, bq) : bq;
+      const std::size_t first = key_bound(i0 + g0, band.lo, n_kv);
+      const std::size_t seg_end = key_bound(i0 + g_end - 1, band.hi, n_kv);
+      seg_start = first > seg_start ? first : seg_start;
       for (std::size_t j0 = seg_start; j0 < seg_end; j0 += bc) run_block(g0, bq - g0, j0, min_size(bc, seg_end - j0));
       seg_start = seg_end > seg_start ? seg_end : seg_start;
-      if (!options.causal) break;
+      if (!banded) break;
     }
 
     // Rows the fused loop may have got wrong go to the exact path: a row sum that is not a positive finite
@@ -440,7 +470,7 @@ void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<co
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
     kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);
-    if (any_exact) exact_rows(q, k, v, out, options, off, scale, i0, bq, alpha, ot);
+    if (any_exact) exact_rows(q, k, v, out, options, band, scale, i0, bq, alpha, ot);
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/kernels.hpp"
 #include "microattn/attention.hpp"
@@ -15,6 +16,53 @@ namespace detail {
 inline std::ptrdiff_t clamp_causal_offset(std::ptrdiff_t off, std::size_t n_q, std::size_t n_kv) noexcept {
   const std::ptrdiff_t lo = -static_cast<std::ptrdiff_t>(n_q), hi = static_cast<std::ptrdiff_t>(n_kv);
   return off < lo ? lo : (off > hi ? hi : off);
+}
+
+// ---- which keys a query sees (the one visibility rule of every attention path) ----------------------------
+// Query i sees keys [lo, hi) (none when lo >= hi), from options.causal, causal_offset and window (W):
+//   causal:            i + causal_offset − W < j <= i + causal_offset   (W = 0: no lower bound)
+//   not causal, W > 0: |j − (i + causal_offset)| < W                    (local attention)
+//   not causal, W = 0: every key.
+// Exact for any offset and window: the bounds of j − i are computed saturated to ±visibility_saturation,
+// beyond which (rows are at most PTRDIFF_MAX / 4, as shape_ok guarantees) every key is hidden or visible alike.
+struct KeyRange {
+  std::size_t lo, hi;
+};
+// The same rule relative to the query: keys j with lo <= j − i < hi, saturated to ±visibility_saturation, beyond
+// which (rows are at most PTRDIFF_MAX / 4, as shape_ok guarantees) every key is hidden or visible alike.
+struct KeyBand {
+  std::ptrdiff_t lo, hi;
+};
+
+constexpr std::ptrdiff_t visibility_saturation = PTRDIFF_MAX / 2;
+
+// The band of `options`, computed without overflow for any offset and window (attention.cpp).
+KeyBand visible_band(const AttentionOptions& options) noexcept;
+
+// i + t clamped to [0, n_kv]; |t| <= visibility_saturation and i <= PTRDIFF_MAX / 4, so nothing overflows.
+inline std::size_t key_bound(std::size_t i, std::ptrdiff_t t, std::size_t n_kv) noexcept {
+  const std::ptrdiff_t j = static_cast<std::ptrdiff_t>(i) + t;
+  if (j <= 0) return 0;
+  return static_cast<std::size_t>(j) < n_kv ? static_cast<std::size_t>(j) : n_kv;
+}
+
+inline KeyRange visible_keys(std::size_t i, std::size_t n_kv, const KeyBand& band) noexcept {
+  return {key_bound(i, band.lo, n_kv), key_bound(i, band.hi, n_kv)};
+}
+inline KeyRange visible_keys(std::size_t i, std::size_t n_kv, const AttentionOptions& options) noexcept {
+  return visible_keys(i, n_kv, visible_band(options));
+}
+
+// Turns the options of a call into those of its queries from row `rows` on (the layers run attention one query
+// tile at a time): the same visibility, exactly, for any offset and window. Applied repeatedly, it adds up.
+inline void advance_rows(AttentionOptions& options, std::size_t rows) noexcept {
+  if (options.causal_offset <= PTRDIFF_MAX - static_cast<std::ptrdiff_t>(rows)) {
+    options.causal_offset += static_cast<std::ptrdiff_t>(rows);
+  } else if (options.window != 0) {
+    // The upper bound is beyond every key either way; the lower bound off + rows − W + 1 is kept by shrinking
+    // the window instead (W <= rows: the lower bound is beyond every key too).
+    options.window = options.window > rows ? options.window - rows : 1;
+  }
 }
 
 // Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats.

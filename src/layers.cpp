@@ -1,9 +1,13 @@
-// The one implementation behind every MultiHeadAttention<...> instantiation.
+// The one implementation behind every MultiHeadAttention<...> instantiation: forward, append and attend are
+// one function (one frame on the deepest stack path, one copy in flash), switched by the operation.
 #include "microattn/layers.hpp"
+
+#include <cmath>
 
 #include "attention_run.hpp"
 #include "check.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 
 namespace microattn {
 namespace detail {
@@ -27,17 +31,91 @@ bool bad_overlap(const MatrixView<T>& y, const MatrixView<U>& input) noexcept {
   return !identical && views_overlap(y, input);
 }
 
-bool overlaps_array(const MatrixView<float>& y, const float* a, std::size_t floats) noexcept {
+template <class T>
+bool overlaps_array(const MatrixView<T>& y, const float* a, std::size_t floats) noexcept {
   return a != nullptr && ranges_overlap(y.data, extent(y), a, floats);
+}
+
+// ---- rotary embeddings -------------------------------------------------------------------------------------
+
+float exp_one(const Kernels& kern, float x) noexcept {
+  kern.exp(&x, &x, 1);
+  return x;
+}
+
+// ln(x) for a finite x > 0: Newton's method on e^y = x (y ← y − 1 + x·e^−y) from the exponent field, with the
+// library's own exp (no libm log in the Cortex-M image). Once per call.
+float log_positive(const Kernels& kern, float x) noexcept {
+  const std::uint32_t bits = float_bits(x);
+  const float mantissa = bits_float((bits & 0x007fffffu) | 0x3f800000u);  // [1, 2)
+  float y = static_cast<float>(static_cast<int>(bits >> 23) - 127) * 0.693147181f + (mantissa - 1.0f);
+  for (int i = 0; i < 6; ++i) y = y - 1.0f + x * exp_one(kern, -y);  // quadratic: |error| 0.31 → 0.05 → 1e−3 → …
+  return y;
+}
+
+// sin and cos of x. Cody–Waite reduction by π/2 (12-bit leading parts: exact for |x| < 6434, beyond it the
+// reduction errs by about an ulp of x, the size of x's own rounding) and Taylor polynomials on [−π/4, π/4]
+// (truncation below 3e−9).
+void sin_cos(float x, float& s, float& c) noexcept {
+  const float t = x * 0.636619772f;
+  const float k = std::fabs(t) < 4194304.0f ? (t + 12582912.0f) - 12582912.0f : t;  // round to nearest (|t| < 2²²)
+  float r = fmadd(k, -1.57080078125f, x);
+  r = fmadd(k, 4.453584551811218e-06f, r);
+  r = fmadd(k, 8.705516307827565e-10f, r);
+  const float r2 = r * r;
+  const float sr = fmadd(
+      r * r2, fmadd(fmadd(fmadd(2.75573192e-6f, r2, -1.98412698e-4f), r2, 8.33333333e-3f), r2, -1.66666667e-1f), r);
+  const float cr =
+      fmadd(fmadd(fmadd(fmadd(fmadd(-2.75573192e-7f, r2, 2.48015873e-5f), r2, -1.38888889e-3f), r2, 4.16666667e-2f), r2,
+                  -0.5f),
+            r2, 1.0f);
+  // Quadrant q: (sin, cos) = (sr, cr), (cr, −sr), (−sr, −cr), (−cr, sr).
+  const unsigned quadrant = static_cast<unsigned>(static_cast<long>(k));
+  const float sign = (quadrant & 2u) != 0 ? -1.0f : 1.0f;
+  s = sign * ((quadrant & 1u) != 0 ? cr : sr);
+  c = sign * ((quadrant & 1u) != 0 ? -sr : cr);
+}
+
+// Rotates every head of rows [0, rows) of m (stride ld, `heads` heads of head_dim) by the positions first,
+// first + 1, …: pair p of the rope_dims leading dims of a head turns by position · θ^(−2p/rope_dims).
+void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim, std::size_t heads, float* m,
+            std::size_t ld, std::size_t rows, std::size_t first) noexcept {
+  if (config.rope_theta == 0.0f) return;
+  const std::size_t dims = config.rope_dims == 0 ? head_dim : config.rope_dims, half = dims / 2;
+  const float ln_theta = log_positive(kern, config.rope_theta);
+  for (std::size_t p = 0; p < half; ++p) {
+    const float freq = exp_one(kern, -static_cast<float>(2 * p) * ln_theta / static_cast<float>(dims));
+    const std::size_t a = config.rope_interleaved ? 2 * p : p, b = config.rope_interleaved ? 2 * p + 1 : p + half;
+    for (std::size_t r = 0; r < rows; ++r) {
+      float s, c;
+      sin_cos(static_cast<float>(first + r) * freq, s, c);
+      float* row = m + r * ld;
+      for (std::size_t h = 0; h < heads; ++h) {
+        const float x = row[h * head_dim + a], z = row[h * head_dim + b];
+        row[h * head_dim + a] = x * c - z * s;
+        row[h * head_dim + b] = fmadd(x, s, z * c);
+      }
+    }
+  }
+}
+
+bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
+  if (c.rope_theta == 0.0f) return true;
+  const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
+  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
 }
 
 }  // namespace
 
-Status layer_forward(const LayerShape& shape, const LayerWeights& w, const LayerBuffers& buf,
-                     MatrixView<const float> query, MatrixView<const float> context, MatrixView<float> y,
-                     const AttentionOptions& options) noexcept {
+Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
+                 MatrixView<float> y, const AttentionOptions& options) noexcept {
+  const LayerShape& shape = layer.shape;
+  const LayerWeights& w = *layer.weights;
+  const LayerConfig& config = *layer.config;
+  LayerState& state = *layer.state;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
+  // The documented order: null pointers, shapes (the configuration's too), capacity, the mask, overlaps.
   if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr) return Status::null_pointer;
   if (query.data == nullptr || context.data == nullptr || y.data == nullptr) return Status::null_pointer;
   if (w.out_bias != nullptr && w.out_weight == nullptr) return Status::null_pointer;  // a bias needs its projection
@@ -46,43 +124,96 @@ Status layer_forward(const LayerShape& shape, const LayerWeights& w, const Layer
     return Status::misaligned;
   if (!shape_ok(query) || !shape_ok(context) || !shape_ok(y)) return Status::invalid_shape;
   if (query.cols != d || context.cols != d || y.cols != d || y.rows != query.rows) return Status::invalid_shape;
-  if (query.rows > shape.max_seq || context.rows > shape.max_seq) return Status::invalid_shape;
-  const std::size_t n_q = query.rows, n_kv = context.rows;
+  if (!config_ok(config, hd)) return Status::invalid_shape;
+  const bool ring = config.window != 0;
+  const std::size_t window = options.window != 0 ? options.window : config.window;
+  const std::size_t n_q = query.rows;
+  std::size_t n_kv = 0, first_kv = 0;  // keys [0, n_kv) after the call's new rows [first_kv, n_kv) are stored
+  if (op == LayerOp::forward) {
+    if (query.rows > shape.max_seq || context.rows > shape.max_seq) return Status::invalid_shape;
+    n_kv = context.rows;
+  } else if (op == LayerOp::append) {
+    if (n_q > shape.max_seq) return Status::invalid_shape;
+    if (ring ? window > config.window || config.window - 1 > shape.max_seq - n_q : state.cached > shape.max_seq - n_q)
+      return Status::invalid_shape;
+    // A ring keeps the newest W − 1 rows when it has to make room.
+    first_kv = ring && state.cached > shape.max_seq - n_q ? config.window - 1 : state.cached;
+    if (first_kv > state.cached) first_kv = state.cached;
+    n_kv = first_kv + n_q;
+  } else {
+    if (state.cached == 0) return Status::invalid_shape;
+    n_kv = state.cached;
+  }
   const MatrixView<const float>& mask = options.mask;
-  if (mask.data != nullptr && (!shape_ok(mask) || mask.rows != n_q || mask.cols != n_kv)) return Status::invalid_shape;
-  if (bad_overlap(y, query) || bad_overlap(y, context) || (mask.data != nullptr && views_overlap(y, mask)) ||
-      overlaps_array(y, w.q_weight, d * d) || overlaps_array(y, w.k_weight, kv_dim * d) ||
+  if (mask.data != nullptr &&
+      ((op == LayerOp::append && ring) || !shape_ok(mask) || mask.rows != n_q || mask.cols != n_kv))
+    return Status::invalid_shape;
+  if (bad_overlap(y, query) || (op == LayerOp::forward && bad_overlap(y, context)) ||
+      (mask.data != nullptr && views_overlap(y, mask)))
+    return Status::aliasing;
+  // y against every array the call reads (weights) or writes (the scratch), and the inputs against the scratch.
+  const std::size_t scratch = layer_scratch_floats(d, shape.heads);
+  if (overlaps_array(y, w.q_weight, d * d) || overlaps_array(y, w.k_weight, kv_dim * d) ||
       overlaps_array(y, w.v_weight, kv_dim * d) || overlaps_array(y, w.q_bias, d) ||
       overlaps_array(y, w.k_bias, kv_dim) || overlaps_array(y, w.v_bias, kv_dim) ||
-      overlaps_array(y, w.out_weight, d * d) || overlaps_array(y, w.out_bias, d))
+      overlaps_array(y, w.out_weight, d * d) || overlaps_array(y, w.out_bias, d) ||
+      overlaps_array(y, layer.scratch, scratch) || overlaps_array(query, layer.scratch, scratch) ||
+      overlaps_array(context, layer.scratch, scratch) ||
+      (mask.data != nullptr && overlaps_array(mask, layer.scratch, scratch)))
     return Status::aliasing;
 
   const Kernels& kern = selected_kernels();
-  // K and V of every context row, before anything is written to y (which may be the context itself).
-  linear(kern, context.data, context.stride, n_kv, d, w.k_weight, w.k_bias, kv_dim, buf.k, kv_dim);
-  linear(kern, context.data, context.stride, n_kv, d, w.v_weight, w.v_bias, kv_dim, buf.v, kv_dim);
+  float* const q_tile = layer.scratch;
+  float* const heads_tile = q_tile + layer_block_q * d;
+  float* const workspace = heads_tile + layer_block_q * d;
+  // The position of the call's first query row, and of its first new key row.
+  const std::size_t q_position = op == LayerOp::append ? state.position : 0;
+  if (op != LayerOp::attend) {
+    // Room in a ring: the newest first_kv rows move to the front (front to back: the copy never overtakes).
+    if (op == LayerOp::append && first_kv < state.cached) {
+      const std::size_t from = (state.cached - first_kv) * kv_dim;
+      for (std::size_t i = 0; i < first_kv * kv_dim; ++i) {
+        layer.k[i] = layer.k[from + i];
+        layer.v[i] = layer.v[from + i];
+      }
+    }
+    // K and V of the new rows, before anything is written to y (which may be the context itself).
+    float* const k_new = layer.k + first_kv * kv_dim;
+    float* const v_new = layer.v + first_kv * kv_dim;
+    const std::size_t rows = n_kv - first_kv;
+    linear(kern, context.data, context.stride, rows, d, w.k_weight, w.k_bias, kv_dim, k_new, kv_dim);
+    linear(kern, context.data, context.stride, rows, d, w.v_weight, w.v_bias, kv_dim, v_new, kv_dim);
+    rotate(kern, config, hd, shape.kv_heads, k_new, kv_dim, rows, q_position);
+    state.cached = n_kv;
+    state.position = q_position + rows;
+  }
 
-  // The tile's causal offset is the caller's plus i0; clamp first so the sum cannot overflow.
-  const std::ptrdiff_t off = clamp_causal_offset(options.causal_offset, n_q, n_kv);
+  // The options of the current query tile (advanced by each tile's rows).
+  AttentionOptions tile = options;
+  tile.window = window;
+  if (op == LayerOp::append) {  // bottom-right causal: row t of x is key first_kv + t
+    tile.causal = true;
+    tile.causal_offset = static_cast<std::ptrdiff_t>(first_kv);
+  }
   const std::size_t group = shape.heads / shape.kv_heads;
+  const bool project = w.out_weight != nullptr;
 
   // One query tile at a time: its rows of `query` are read (into Q) before its rows of y are written, which
   // is what makes y == query safe.
   for (std::size_t i0 = 0; i0 < n_q; i0 += layer_block_q) {
     const std::size_t bq = n_q - i0 < layer_block_q ? n_q - i0 : layer_block_q;
-    linear(kern, query.data + i0 * query.stride, query.stride, bq, d, w.q_weight, w.q_bias, d, buf.q_tile, d);
-    AttentionOptions tile = options;
-    tile.causal_offset = off + static_cast<std::ptrdiff_t>(i0);
+    linear(kern, query.data + i0 * query.stride, query.stride, bq, d, w.q_weight, w.q_bias, d, q_tile, d);
+    rotate(kern, config, hd, shape.heads, q_tile, d, bq, q_position + i0);
     if (mask.data != nullptr) tile.mask = {mask.data + i0 * mask.stride, bq, n_kv, mask.stride};
-    const bool project = w.out_weight != nullptr;
-    float* heads = project ? buf.heads_tile : y.data + i0 * y.stride;
+    float* heads = project ? heads_tile : y.data + i0 * y.stride;
     const std::size_t ldh = project ? d : y.stride;
     for (std::size_t h = 0; h < shape.heads; ++h) {
       const std::size_t g = h / group;
-      attention_run(kern, {buf.q_tile + h * hd, bq, hd, d}, {buf.k + g * hd, n_kv, hd, kv_dim},
-                    {buf.v + g * hd, n_kv, hd, kv_dim}, {heads + h * hd, bq, hd, ldh}, buf.workspace, tile);
+      attention_run(kern, {q_tile + h * hd, bq, hd, d}, {layer.k + g * hd, n_kv, hd, kv_dim},
+                    {layer.v + g * hd, n_kv, hd, kv_dim}, {heads + h * hd, bq, hd, ldh}, workspace, tile);
     }
-    if (project) linear(kern, buf.heads_tile, d, bq, d, w.out_weight, w.out_bias, d, y.data + i0 * y.stride, y.stride);
+    if (project) linear(kern, heads_tile, d, bq, d, w.out_weight, w.out_bias, d, y.data + i0 * y.stride, y.stride);
+    advance_rows(tile, bq);
   }
   return Status::ok;
 }

@@ -51,6 +51,30 @@ double exp(float x) { return static_cast<double>(std::exp(static_cast<long doubl
 
 namespace ref {
 
+bool visible(std::size_t i, std::size_t j, bool causal, long long causal_offset, std::size_t window) {
+  // In long double (64-bit significand): every integer the tests use is exact, and nothing overflows.
+  const long double t = static_cast<long double>(j) - static_cast<long double>(i) - causal_offset;  // j − centre
+  const long double w = static_cast<long double>(window);
+  if (causal) return t <= 0 && (window == 0 || t > -w);
+  return window == 0 || (t < w && t > -w);
+}
+
+void rotate(double* m, std::size_t rows, std::size_t ld, std::size_t heads, std::size_t head_dim, double theta,
+            std::size_t dims, bool interleaved, std::size_t first_position) {
+  if (dims == 0) dims = head_dim;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t p = 0; p < dims / 2; ++p) {
+        const long double angle = static_cast<long double>(first_position + r) *
+                                  std::pow(static_cast<long double>(theta), -2.0L * p / static_cast<long double>(dims));
+        const std::size_t a = h * head_dim + (interleaved ? 2 * p : p);
+        const std::size_t b = h * head_dim + (interleaved ? 2 * p + 1 : p + dims / 2);
+        const long double x = m[r * ld + a], z = m[r * ld + b];
+        m[r * ld + a] = static_cast<double>(x * std::cos(angle) - z * std::sin(angle));
+        m[r * ld + b] = static_cast<double>(x * std::sin(angle) + z * std::cos(angle));
+      }
+}
+
 void attention(const AttentionCase& c, std::vector<double>& out, std::vector<double>& weighted_abs,
                std::vector<double>& score_abs) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -64,7 +88,7 @@ void attention(const AttentionCase& c, std::vector<double>& out, std::vector<dou
     bool bad = false, any = false;
     long double mx = -std::numeric_limits<long double>::infinity();
     for (std::size_t j = 0; j < c.n_kv; ++j) {
-      visible[j] = !c.causal || static_cast<long long>(j) - static_cast<long long>(i) <= c.causal_offset;
+      visible[j] = ref::visible(i, j, c.causal, c.causal_offset, c.window);
       if (!visible[j]) continue;
       long double dot = 0.0L;
       double dot_abs = 0.0;
@@ -122,8 +146,12 @@ std::vector<double> linear(const float* x, std::size_t rows, std::size_t ldx, st
 
 void multihead_attention(const MhaCase& c, std::vector<double>& y) {
   const std::size_t hd = c.d / c.heads, kvd = c.kv_heads * hd, group = c.heads / c.kv_heads;
-  const std::vector<double> q = linear(c.query, c.n_q, c.ldq, c.d, c.wq, c.bq, c.d);
-  const std::vector<double> k = linear(c.context, c.n_kv, c.ldc, c.d, c.wk, c.bk, kvd);
+  std::vector<double> q = linear(c.query, c.n_q, c.ldq, c.d, c.wq, c.bq, c.d);
+  std::vector<double> k = linear(c.context, c.n_kv, c.ldc, c.d, c.wk, c.bk, kvd);
+  if (c.rope_theta != 0.0) {
+    rotate(q.data(), c.n_q, c.d, c.heads, hd, c.rope_theta, c.rope_dims, c.rope_interleaved, c.q_position);
+    rotate(k.data(), c.n_kv, kvd, c.kv_heads, hd, c.rope_theta, c.rope_dims, c.rope_interleaved, c.kv_position);
+  }
   const std::vector<double> v = linear(c.context, c.n_kv, c.ldc, c.d, c.wv, c.bv, kvd);
   std::vector<double> heads(c.n_q * c.d, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
@@ -133,7 +161,7 @@ void multihead_attention(const MhaCase& c, std::vector<double>& y) {
     for (std::size_t i = 0; i < c.n_q; ++i) {
       long double mx = -std::numeric_limits<long double>::infinity();
       for (std::size_t j = 0; j < c.n_kv; ++j) {
-        const bool vis = !c.causal || static_cast<long long>(j) - static_cast<long long>(i) <= c.causal_offset;
+        const bool vis = visible(i, j, c.causal, c.causal_offset, c.window);
         long double dot = 0.0L;
         for (std::size_t p = 0; p < hd; ++p)
           dot += static_cast<long double>(q[i * c.d + h * hd + p]) * k[j * kvd + g * hd + p];

@@ -523,4 +523,106 @@ TEST(BadInput, LayerCausalOffsetHidingEveryKeyGivesTheOutputBias) {
     for (std::size_t c = 0; c < 64; ++c) EXPECT_EQ(l.y.at(i, c), 0.01f);
 }
 
+// ---- append / attend (the decoding entry points): every bad argument, and the cache untouched ---------------
+
+// A layer holding 60 of its 64 rows, and whether a call changed its cache bookkeeping.
+struct DecodeArgs : LayerArgs {
+  DecodeArgs() { EXPECT_EQ(layer.append({x.data(), 60, 64, 64}, {y.data(), 60, 64, 64}), S::ok); }
+  void expect_cache_unchanged(const char* what) const {
+    EXPECT_EQ(layer.cached(), 60u) << what;
+    EXPECT_EQ(layer.position(), 60u) << what;
+  }
+};
+
+TEST(BadInput, AppendAndAttendNullPointer) {
+  DecodeArgs l;
+  const Untouched t{&l.y};
+  t.expect(l.layer.append({nullptr, 1, 64, 64}, l.y10), S::null_pointer, "append x");
+  t.expect(l.layer.append(l.x10, {nullptr, 10, 64, 64}), S::null_pointer, "append y");
+  t.expect(l.layer.attend({nullptr, 1, 64, 64}, l.y10), S::null_pointer, "attend query");
+  t.expect(l.layer.attend(l.x10, {nullptr, 10, 64, 64}), S::null_pointer, "attend y");
+  ma::LayerWeights w = l.layer.weights();
+  w.k_weight = nullptr;
+  ma::MultiHeadAttention<64, 64, 4> broken{w};
+  t.expect(broken.append(l.x10, l.y10), S::null_pointer, "append, a missing k weight");
+  t.expect(broken.attend(l.x10, l.y10), S::null_pointer, "attend, a missing k weight");
+  l.expect_cache_unchanged("null pointers");
+}
+
+TEST(BadInput, AppendAndAttendShapes) {
+  DecodeArgs l;
+  const Untouched t{&l.y};
+  t.expect(l.layer.append({l.x.data(), 0, 64, 64}, {l.y.data(), 0, 64, 64}), S::invalid_shape, "append 0 rows");
+  t.expect(l.layer.append({l.x.data(), 2, 63, 64}, {l.y.data(), 2, 63, 64}), S::invalid_shape, "cols != ModelDim");
+  t.expect(l.layer.append(l.x10, {l.y.data(), 9, 64, 64}), S::invalid_shape, "append y rows != x rows");
+  t.expect(l.layer.append({l.x.data(), 2, 64, 60}, {l.y.data(), 2, 64, 64}), S::invalid_shape, "stride < cols");
+  t.expect(l.layer.append({l.x.data(), 5, 64, 64}, {l.y.data(), 5, 64, 64}), S::invalid_shape, "60 + 5 > MaxSeq");
+  t.expect(l.layer.append(l.x.cview(), l.y.view()), S::invalid_shape, "65 rows > MaxSeq");
+  t.expect(l.layer.attend({l.x.data(), 0, 64, 64}, {l.y.data(), 0, 64, 64}), S::invalid_shape, "attend 0 rows");
+  t.expect(l.layer.attend(l.x10, {l.y.data(), 10, 32, 64}), S::invalid_shape, "attend y cols");
+  ma::AttentionOptions o;
+  o.mask = {l.mask.data(), 2, 61, 61};
+  t.expect(l.layer.append({l.x.data(), 2, 64, 64}, {l.y.data(), 2, 64, 64}, o), S::invalid_shape,
+           "append mask 2×61, needs 2×62");
+  o.mask = {l.mask.data(), 10, 10, 10};
+  t.expect(l.layer.attend(l.x10, l.y10, o), S::invalid_shape, "attend mask 10×10, needs 10×60");
+  l.expect_cache_unchanged("shapes");
+  // An empty cache has nothing to attend to.
+  l.layer.reset();
+  t.expect(l.layer.attend(l.x10, l.y10), S::invalid_shape, "attend, empty cache");
+}
+
+TEST(BadInput, AppendAndAttendConfiguration) {
+  // A rope configuration that cannot be: odd or too many rope_dims, a negative, NaN or infinite base.
+  LayerArgs l;
+  const Untouched t{&l.y};
+  for (int which = 0; which < 5; ++which) {
+    ma::LayerConfig cfg;
+    cfg.rope_theta = which == 2   ? -1.0f
+                     : which == 3 ? std::numeric_limits<float>::quiet_NaN()
+                     : which == 4 ? std::numeric_limits<float>::infinity()
+                                  : 10000.0f;
+    cfg.rope_dims = which == 0 ? 3 : which == 1 ? 18 : 0;  // HeadDim is 16
+    ma::MultiHeadAttention<64, 64, 4> bad{l.layer.weights(), cfg};
+    t.expect(bad.forward(l.x10, l.y10), S::invalid_shape, "forward, bad rope");
+    t.expect(bad.append(l.x10, l.y10), S::invalid_shape, "append, bad rope");
+    EXPECT_EQ(bad.cached(), 0u);
+  }
+  // A ring layer (config.window) takes no mask in append, and no options.window wider than its own.
+  ma::LayerConfig ring;
+  ring.window = 8;
+  ma::MultiHeadAttention<64, 64, 4> r{l.layer.weights(), ring};
+  ma::AttentionOptions o;
+  o.mask = {l.mask.data(), 1, 1, 1};
+  t.expect(r.append({l.x.data(), 1, 64, 64}, {l.y.data(), 1, 64, 64}, o), S::invalid_shape, "ring: mask");
+  o.mask = {};
+  o.window = 9;
+  t.expect(r.append({l.x.data(), 1, 64, 64}, {l.y.data(), 1, 64, 64}, o), S::invalid_shape, "ring: wider window");
+  t.expect(r.append({l.x.data(), 58, 64, 64}, {l.y.data(), 58, 64, 64}), S::invalid_shape, "ring: 7 + 58 > 64");
+  EXPECT_EQ(r.position(), 0u);
+  EXPECT_EQ(r.append({l.x.data(), 57, 64, 64}, {l.y.data() + 64 * 4, 1, 64, 64}), S::invalid_shape);  // y rows
+}
+
+TEST(BadInput, AppendAndAttendOverlaps) {
+  DecodeArgs l;
+  const Untouched t{&l.y, &l.x};
+  t.expect(l.layer.append({l.y.data() + 64, 2, 64, 64}, {l.y.data(), 2, 64, 64}), S::aliasing, "append y overlaps x");
+  t.expect(l.layer.append({l.y.data(), 2, 64, 64}, {l.y.data(), 2, 64, 65}), S::aliasing, "same start, other stride");
+  t.expect(l.layer.attend({l.y.data() + 1, 10, 64, 64}, l.y10), S::aliasing, "attend y overlaps the query");
+  ma::AttentionOptions o;
+  o.mask = {l.y.data(), 2, 62, 62};
+  t.expect(l.layer.append({l.x.data(), 2, 64, 64}, {l.y.data() + 64, 2, 64, 64}, o), S::aliasing,
+           "append y overlaps the mask");
+  l.expect_cache_unchanged("overlaps");
+  std::vector<float> w = l.w;
+  ma::MultiHeadAttention<16, 64, 4> over{{w.data(), w.data(), w.data()}};
+  const auto before = w;
+  EXPECT_EQ(over.append({l.x.data(), 1, 64, 64}, {w.data(), 1, 64, 64}), S::aliasing);
+  EXPECT_EQ(over.cached(), 0u);
+  EXPECT_EQ(w, before);
+  // In place is fine: y exactly x (append) or exactly the query (attend).
+  EXPECT_EQ(l.layer.attend(l.y10, {l.y.data(), 10, 64, 64}), S::ok);
+  EXPECT_EQ(l.layer.append({l.x.data(), 1, 64, 64}, {l.x.data(), 1, 64, 64}), S::ok);
+}
+
 }  // namespace

@@ -14,6 +14,9 @@ struct AttentionOptions {
   bool causal = false;               // key j is visible to query i iff j <= i + causal_offset
   std::ptrdiff_t causal_offset = 0;  // 0: top-left, as PyTorch's is_causal; n_kv - n_q: bottom-right (decoding)
   MatrixView<const float> mask{};    // optional additive n_q × n_kv mask (-inf hides a key); data == nullptr: none
+  std::size_t window = 0;            // 0: unlimited. causal: key j is visible to query i iff
+                                     //   i + causal_offset − window < j <= i + causal_offset (Mistral's sliding
+  //   window); not causal: iff |j − (i + causal_offset)| < window (local attention)
 };
 
 // Largest head size attention() takes (d_k and d_v); larger gives invalid_shape.
@@ -41,10 +44,14 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 // n_q × n_kv score matrix never exists. Views may be strided (heads of a packed seq × heads·d matrix).
 //  - causal: key j is visible to query i iff j <= i + causal_offset. Key blocks entirely hidden from a
 //    query tile are skipped, not computed (causal costs about half of dense for n_q = n_kv).
+//  - window W > 0: causal, key j is visible iff i + causal_offset − W < j <= i + causal_offset; not causal, iff
+//    |j − (i + causal_offset)| < W. Every query then sees at most W (causal) or 2W − 1 keys, and only the key
+//    blocks some query of a tile sees are computed: a causal window costs O(n_q·W), not O(n_q·n_kv).
+//    Offsets and windows of any size are exact (no overflow).
 //  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
-//  - a query whose keys are all hidden (by mask and/or causal) gets a row of zeros, never NaN.
+//  - a query whose keys are all hidden (by mask, causal and/or window) gets a row of zeros, never NaN.
 //  - NaN or +inf in a query's scores (from q, k or the mask) at a key it sees makes that query's output row
-//    NaN; mask entries at keys the causal rule hides are never read.
+//    NaN; mask entries at keys the causal rule or the window hides are never read.
 //  - NaN or ±inf in v[j][c] of a key j the query sees makes out[i][c] NaN, whatever the key's probability
 //    (in every key order); hidden keys never leak.
 //  - finite inputs give finite outputs: where the fused float loop would overflow or underflow (masks near

@@ -4,7 +4,7 @@
 //   static microattn::MultiHeadAttention<64, 64, 4> layer{{wq, wk, wv}};  // lands in .bss, no heap
 //   layer.forward(x, y);                                                   // y may be x (in place)
 //
-// The template only holds storage; all logic is one non-template function (detail::layer_forward) shared
+// The template only holds storage and state; all logic is one non-template function (detail::layer_run) shared
 // by every size, so flash does not grow with each instantiation.
 #pragma once
 
@@ -36,28 +36,38 @@ struct LayerWeights {
   const float* out_bias = nullptr;
 };
 
+// Per-layer options beyond the weights. Defaults: no rotary embedding, no window.
+struct LayerConfig {
+  float rope_theta = 0.0f;    // rotary position embedding base, e.g. 10000; 0: none
+  std::size_t rope_dims = 0;  // leading dims of each head that rotate (even); 0: all of HeadDim
+  bool rope_interleaved =
+      false;  // false: pairs (i, i + rope_dims/2), HF Llama's rotate_half; true: pairs (2i, 2i+1), GPT-J / llama2.c
+  std::size_t window = 0;  // the layer's sliding window (used where options.window is 0); enables the ring cache
+};
+
 namespace detail {
 
 struct LayerShape {
   std::size_t max_seq, model_dim, heads, kv_heads, head_dim;
 };
-// Storage a layer lends to layer_forward: K and V for max_seq rows, one query tile of Q and of the
-// concatenated heads, and the attention workspace.
-struct LayerBuffers {
-  float* k;           // max_seq × kv_heads·head_dim
-  float* v;           // max_seq × kv_heads·head_dim
-  float* q_tile;      // layer_block_q × model_dim
-  float* heads_tile;  // layer_block_q × model_dim
-  float* workspace;   // attention_workspace_floats(head_dim, head_dim)
+// The cache's bookkeeping: rows [0, cached) of K and V hold positions [position − cached, position).
+struct LayerState {
+  std::size_t cached;
+  std::size_t position;
+};
+// Everything a layer lends to the non-template functions: its shape, weights, configuration, cache state,
+// K and V (max_seq × kv_heads·head_dim each) and the per-call scratch (layer_scratch_floats).
+struct LayerParts {
+  LayerShape shape;
+  const LayerWeights* weights;
+  const LayerConfig* config;
+  LayerState* state;
+  float* k;
+  float* v;
+  float* scratch;
 };
 
 constexpr std::size_t layer_block_q = attention_block_q;
-
-constexpr std::size_t layer_buffer_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
-                                          std::size_t kv_heads) noexcept {
-  return 2 * max_seq * (kv_heads * (model_dim / heads)) + 2 * layer_block_q * model_dim +
-         attention_workspace_floats(model_dim / heads, model_dim / heads);
-}
 
 // Size arithmetic of a layer, each step checked against std::size_t (the static_asserts of the template):
 // K/V floats 2·max_seq·kv_heads·head_dim, tile floats 2·layer_block_q·model_dim, and the whole buffer in
@@ -78,25 +88,76 @@ constexpr bool layer_bytes_fit(std::size_t max_seq, std::size_t model_dim, std::
   return kv <= max_floats && tiles <= max_floats - kv && ws <= max_floats - kv - tiles;
 }
 
-// The whole forward pass; `query` and `context` are the same view for self-attention.
-Status layer_forward(const LayerShape& shape, const LayerWeights& weights, const LayerBuffers& buffers,
-                     MatrixView<const float> query, MatrixView<const float> context, MatrixView<float> y,
-                     const AttentionOptions& options) noexcept;
+enum class LayerOp { forward, append, attend };
+// The one implementation of forward (self-attention: `query` and `context` the same view; refills the cache from
+// `context`), append (query == context == x) and attend (context unused: pass the query).
+Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
+                 MatrixView<float> y, const AttentionOptions& options) noexcept;
 
 }  // namespace detail
 
+// Floats of per-call scratch a layer of this shape uses: one query tile of Q and of the concatenated heads,
+// and the attention workspace. Layers that run one after another may share one such block (see
+// MultiHeadAttentionSharedScratch); size it for the largest layer.
+//   2·attention_block_q·model_dim + attention_workspace_floats(model_dim / heads, model_dim / heads)
+constexpr std::size_t layer_scratch_floats(std::size_t model_dim, std::size_t heads) noexcept {
+  return 2 * detail::layer_block_q * model_dim + attention_workspace_floats(model_dim / heads, model_dim / heads);
+}
+// Floats of a layer's K/V cache: 2·max_seq·kv_heads·(model_dim / heads).
+constexpr std::size_t layer_cache_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
+                                         std::size_t kv_heads) noexcept {
+  return 2 * max_seq * (kv_heads * (model_dim / heads));
+}
+
+// A scratch block for layers that share one (declare it static: it lands in .bss). Floats: at least
+// layer_scratch_floats of every layer that uses it. One call at a time: layers sharing a scratch must not run
+// concurrently (from two threads, or from an interrupt and the code it interrupts).
+template <std::size_t Floats>
+struct LayerScratch {
+  static_assert(Floats > 0, "LayerScratch needs at least one float");
+  float data[Floats];
+};
+
 // Multi-head attention over at most MaxSeq tokens of ModelDim features, Heads query heads and KvHeads
 // key/value heads (grouped-query attention: query head h uses key/value head h / (Heads / KvHeads), as
-// PyTorch's enable_gqa). The scale defaults to 1/sqrt(HeadDim), as nn.MultiheadAttention.
+// PyTorch's enable_gqa), with a K/V cache for token-by-token decoding. The scale defaults to 1/sqrt(HeadDim),
+// as nn.MultiheadAttention.
 //
-// RAM held by the object (ram_bytes, plus the 8 weight pointers):
-//   4 · [ 2·MaxSeq·KvHeads·HeadDim                     K and V of every context row
-//       + 2·attention_block_q·ModelDim                 Q and the concatenated heads of one query tile
-//       + attention_workspace_floats(HeadDim, HeadDim) ]
+// OwnsScratch = true (MultiHeadAttention): the object holds its K/V cache and its per-call scratch.
+// OwnsScratch = false (MultiHeadAttentionSharedScratch): it holds only the K/V cache and borrows the scratch
+// from a LayerScratch given to its constructor, so the N layers of a model pay for one scratch.
+//
+// RAM held by the object: ram_bytes, plus the weight pointers, the LayerConfig, the cache state (2 words)
+// and a scratch pointer:
+//   4 · [ 2·MaxSeq·KvHeads·HeadDim                      K and V of every cached row (layer_cache_floats)
+//       + 2·attention_block_q·ModelDim                  Q and the concatenated heads of one query tile  } owned
+//       + attention_workspace_floats(HeadDim, HeadDim) ]                                                 } scratch
 // e.g. MultiHeadAttention<64, 64, 4>: 32 KiB of K/V + 16 KiB of tiles + 12.4 KiB workspace on x86/ARM-A;
 // 32 KiB + 2 KiB + 0.9 KiB on Cortex-M (4-query tiles). Nothing else is allocated, anywhere;
 // forward() uses at most entry_point_stack_bytes (16 KiB) of stack on SIMD builds, 1 KiB on Cortex-M.
-template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads>
+//
+// Decoding. The cache holds the K/V of rows at positions [position() − cached(), position()):
+//   forward(x, y) / forward(query, context, y) refill it with x (or context): cached() == position() == rows.
+//   append(x, y) adds x's rows as the next tokens and attends them causally (each row sees the cache and the
+//     rows of x up to itself): appending t tokens one by one or in any chunks gives the rows of one causal
+//     forward over the t tokens (within the accuracy bound).
+//   attend(query, y) attends to the cache without changing it (cross-attention decoding after
+//     forward(query, context, y) filled it with the encoder output).
+// Rotary embeddings (config.rope_theta != 0) rotate each head of Q and K after projection and bias, pair p of
+// the rope_dims leading dims by the angle position · rope_theta^(−2p/rope_dims); the cache stores rotated K.
+// A row's position: append, position() + its row; forward, its row (query and context alike); attend, its row.
+// Angles are float products, as PyTorch's and llama.cpp's fp32 paths: their rounding grows with the position
+// (about position · (ln θ + 4) · 2⁻²⁴ radians). sin/cos: a Cody–Waite reduction (exact below 6434 rad, beyond
+// within about an ulp of the angle) and polynomials, per row and pair; no tables, no RAM, no libm.
+// A configuration with an odd or too large rope_dims, or a rope_theta that is negative, NaN or infinite, makes
+// every call return invalid_shape.
+// Window: options.window, or config.window where that is 0, applies to forward, append and attend
+// (AttentionOptions::window). config.window = W also makes the cache a ring: when an append would run past
+// MaxSeq, the newest W − 1 rows move to the front and older ones are dropped (one move every MaxSeq − W + 1
+// tokens: make MaxSeq about 2W and it costs about one row copy per token), so an append of r rows succeeds
+// whenever W − 1 + r <= MaxSeq, position() keeps counting and memory stays fixed.
+template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads,
+          bool OwnsScratch = true>
 class MultiHeadAttention {
   static_assert(MaxSeq > 0, "MaxSeq must be at least 1");
   static_assert(ModelDim > 0, "ModelDim must be at least 1");
@@ -117,42 +178,86 @@ class MultiHeadAttention {
   using Weights = LayerWeights;
   static constexpr std::size_t HeadDim = ModelDim / Heads;
   static constexpr std::size_t max_seq = MaxSeq;
-  static constexpr std::size_t buffer_floats = detail::layer_buffer_floats(MaxSeq, ModelDim, Heads, KvHeads);
+  static constexpr std::size_t cache_floats = layer_cache_floats(MaxSeq, ModelDim, Heads, KvHeads);
+  static constexpr std::size_t scratch_floats = layer_scratch_floats(ModelDim, Heads);
+  static constexpr std::size_t buffer_floats = cache_floats + (OwnsScratch ? scratch_floats : 0);
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
   // Not constexpr on purpose: a static layer is then zero-initialised (.bss) and only the weight pointers
-  // are stored at start-up, instead of its whole buffer going to .data (and flash).
-  explicit MultiHeadAttention(const Weights& weights) noexcept : weights_(weights) {}
+  // and the configuration are stored at start-up, instead of its whole buffer going to .data (and flash).
+  explicit MultiHeadAttention(const Weights& weights, const LayerConfig& config = {}) noexcept
+      : weights_(weights), config_(config), state_{0, 0}, scratch_(nullptr) {
+    static_assert(OwnsScratch, "MultiHeadAttentionSharedScratch needs a LayerScratch: (weights, scratch, config)");
+  }
+  // A layer that borrows its per-call scratch: `scratch` must outlive it and hold at least scratch_floats.
+  template <std::size_t Floats>
+  MultiHeadAttention(const Weights& weights, LayerScratch<Floats>& scratch, const LayerConfig& config = {}) noexcept
+      : weights_(weights), config_(config), state_{0, 0}, scratch_(scratch.data) {
+    static_assert(!OwnsScratch, "a MultiHeadAttention owns its scratch: use MultiHeadAttentionSharedScratch");
+    static_assert(Floats >= scratch_floats, "LayerScratch too small: use layer_scratch_floats(ModelDim, Heads)");
+  }
 
   // Self-attention over x (rows ≤ MaxSeq, cols == ModelDim). y (x.rows × ModelDim) may be the same memory
   // as x (same data and stride: in place); any other overlap, with x or a weight, is Status::aliasing.
   // Errors as attention(), plus invalid_shape for rows > MaxSeq or cols != ModelDim, null_pointer for a
   // missing q/k/v weight or an out_bias without out_weight, misaligned for any weight, bias, input, output or
-  // mask pointer that is not 4-byte aligned. Nothing is written to y on error. Stack: entry_point_stack_bytes.
+  // mask pointer that is not 4-byte aligned. Nothing is written to y, and the cache is unchanged, on error.
+  // Stack: entry_point_stack_bytes. Afterwards the cache holds x's K/V: cached() == position() == x.rows.
   Status forward(MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
-    return detail::layer_forward(shape(), weights_, buffers(), x, x, y, options);
+    return detail::layer_run(parts(), detail::LayerOp::forward, x, x, y, options);
   }
   // Cross-attention: queries from `query`, keys and values from `context` (rows ≤ MaxSeq each). y
-  // (query.rows × ModelDim) may be exactly `query` or exactly `context` (in place).
+  // (query.rows × ModelDim) may be exactly `query` or exactly `context` (in place). The cache then holds the
+  // context's K/V.
   Status forward(MatrixView<const float> query, MatrixView<const float> context, MatrixView<float> y,
                  const AttentionOptions& options = {}) noexcept {
-    return detail::layer_forward(shape(), weights_, buffers(), query, context, y, options);
+    return detail::layer_run(parts(), detail::LayerOp::forward, query, context, y, options);
+  }
+  // x's rows are the next tokens (positions position() … position() + x.rows − 1): their K/V are stored after
+  // the cached ones, and each row attends to every cached key and to the rows of x up to itself (causal,
+  // bottom-right; options.causal and causal_offset are ignored), within the window if any. options.mask, when
+  // given, is x.rows × (cached() + x.rows), key columns in position order; a layer with config.window takes
+  // no mask here. y may be exactly x. Errors as forward, plus invalid_shape when the rows do not fit (without
+  // config.window: cached() + x.rows > MaxSeq; with it: config.window − 1 + x.rows > MaxSeq), for
+  // options.window > config.window on a ring layer (the ring keeps only config.window − 1 rows), or for a mask
+  // on a ring layer; on error nothing changes (cache, position, y).
+  Status append(MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
+    return detail::layer_run(parts(), detail::LayerOp::append, x, x, y, options);
+  }
+  // Queries (any number of rows; rotary positions 0 …) attend to the cached K/V (cached() keys), which stay as they
+  // are. options as attention() over the cached keys (mask query.rows × cached()). An empty cache is
+  // invalid_shape. y may be exactly query.
+  Status attend(MatrixView<const float> query, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
+    return detail::layer_run(parts(), detail::LayerOp::attend, query, query, y, options);
   }
 
+  std::size_t cached() const noexcept { return state_.cached; }      // rows held in the cache (<= MaxSeq)
+  std::size_t position() const noexcept { return state_.position; }  // the position of the next appended row
+  void reset() noexcept { state_ = {0, 0}; }                         // empty cache, position 0
+
   const Weights& weights() const noexcept { return weights_; }
+  const LayerConfig& config() const noexcept { return config_; }
 
  private:
-  static constexpr std::size_t kv_floats = MaxSeq * KvHeads * HeadDim;
-  static constexpr std::size_t tile_floats = detail::layer_block_q * ModelDim;
-  static constexpr detail::LayerShape shape() noexcept { return {MaxSeq, ModelDim, Heads, KvHeads, HeadDim}; }
-  detail::LayerBuffers buffers() noexcept {
-    return {buffer_, buffer_ + kv_floats, buffer_ + 2 * kv_floats, buffer_ + 2 * kv_floats + tile_floats,
-            buffer_ + 2 * kv_floats + 2 * tile_floats};
+  detail::LayerParts parts() noexcept {
+    return {{MaxSeq, ModelDim, Heads, KvHeads, HeadDim},
+            &weights_,
+            &config_,
+            &state_,
+            buffer_,
+            buffer_ + cache_floats / 2,
+            OwnsScratch ? buffer_ + cache_floats : scratch_};
   }
 
   Weights weights_;
-  float buffer_[buffer_floats];  // deliberately not initialised: forward writes before it reads
+  LayerConfig config_;
+  detail::LayerState state_;
+  float* scratch_;               // the borrowed scratch (nullptr when owned)
+  float buffer_[buffer_floats];  // deliberately not initialised: every call writes before it reads
 };
+
+template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads>
+using MultiHeadAttentionSharedScratch = MultiHeadAttention<MaxSeq, ModelDim, Heads, KvHeads, false>;
 
 template <std::size_t MaxSeq, std::size_t ModelDim>
 using SelfAttention = MultiHeadAttention<MaxSeq, ModelDim, 1>;

@@ -1,7 +1,8 @@
 // libFuzzer target: attention(q, k, v, out, workspace, workspace_floats, options).
 //
 // Input bytes, in order (missing bytes read as 0, which decodes to a valid 1×1 dense call):
-//   seed (4) | n_q, n_kv, d_k, d_v (dim) | flags: bit 0 causal, bit 1 mask, bit 2 also run the scalar kernel table |
+//   seed (4) | n_q, n_kv, d_k, d_v (dim) | flags: bit 0 causal, bit 1 mask, bit 2 also run the scalar kernel table,
+//   bits 3–5 the window (0, 1, 2, 5, 16, 33, 64, about SIZE_MAX / 2) |
 //   scale (0 = default, positive, negative, NaN, +inf, 1e30) | causal offset kind, byte (0, n_kv − n_q, ±n_q, n_kv,
 //   one beyond, PTRDIFF_MIN/MAX and their neighbours, small) | q, k, v, out, mask: pad, gap |
 //   workspace: size (exact, one less, more, 0, SIZE_MAX, half), gap, null | out placement: mode, delta, over q/k/v/mask
@@ -88,9 +89,8 @@ Want expectations(Arena& arena, const Call& c) {
   const bool mask = mask_given(c);
   const float scale = c.options.scale;
   const bool scale_tame = tame(scale, limit);
-  auto causal_visible = [&](std::size_t i, std::size_t j) {
-    return !c.options.causal ||
-           static_cast<long long>(j) - static_cast<long long>(i) <= static_cast<long long>(c.options.causal_offset);
+  auto causal_visible = [&](std::size_t i, std::size_t j) {  // causal and window
+    return ref::visible(i, j, c.options.causal, static_cast<long long>(c.options.causal_offset), c.options.window);
   };
   auto visible = [&](std::size_t i, std::size_t j) {
     return causal_visible(i, j) && !(mask && arena.elem(c.mask, i, j) == -inf);
@@ -153,10 +153,25 @@ Want expectations(Arena& arena, const Call& c) {
       }
     }
   }
-  if (scale_tame)
-    ref::attention({q.data(), d_k, k.data(), d_k, v.data(), d_v, n_q, n_kv, d_k, d_v, scale, c.options.causal,
-                    static_cast<long long>(c.options.causal_offset), mask ? m.data() : nullptr, n_kv},
-                   w.out, w.weighted_abs, w.score_abs);
+  if (scale_tame) {
+    ref::AttentionCase rc{q.data(),
+                          d_k,
+                          k.data(),
+                          d_k,
+                          v.data(),
+                          d_v,
+                          n_q,
+                          n_kv,
+                          d_k,
+                          d_v,
+                          scale,
+                          c.options.causal,
+                          static_cast<long long>(c.options.causal_offset),
+                          mask ? m.data() : nullptr,
+                          n_kv};
+    rc.window = c.options.window;
+    ref::attention(rc, w.out, w.weighted_abs, w.score_abs);
+  }
   return w;
 }
 
@@ -278,6 +293,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Call c;
   c.has_mask = (flags & 2u) != 0;
   c.options.causal = (flags & 1u) != 0;
+  const std::size_t windows[] = {0, 1, 2, 5, 16, 33, 64, std::numeric_limits<std::size_t>::max() / 2 + 3};
+  c.options.window = windows[(flags >> 3) & 7u];
   c.options.scale = decode_scale(in.byte(), d_k);
   const std::size_t offset_kind = in.byte();
   c.options.causal_offset = decode_offset(offset_kind, static_cast<std::int8_t>(in.byte()), n_q, n_kv);
@@ -353,13 +370,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                          (!mask_given(c) || arena.contains(c.mask)) && arena.contains(workspace_used(c))))
     return 0;  // a mutated yet valid view reaching past the arena: not a call this harness can check
   set_context(
-      "attention n_q=%zu n_kv=%zu d_k=%zu d_v=%zu scale=%g causal=%d offset=%td mask=%d q{%zu,%zu,%zu,%zu%s} "
+      "attention n_q=%zu n_kv=%zu d_k=%zu d_v=%zu scale=%g causal=%d offset=%td window=%zu mask=%d "
+      "q{%zu,%zu,%zu,%zu%s} "
       "k{%zu,%zu,%zu,%zu%s} v{%zu,%zu,%zu,%zu%s} out{%zu,%zu,%zu,%zu%s} mask{%zu,%zu,%zu,%zu%s} ws{%zu,%zu%s}",
-      n_q, n_kv, d_k, d_v, static_cast<double>(c.options.scale), c.options.causal, c.options.causal_offset, c.has_mask,
-      c.q.offset, c.q.rows, c.q.cols, c.q.stride, c.q.null ? ",null" : "", c.k.offset, c.k.rows, c.k.cols, c.k.stride,
-      c.k.null ? ",null" : "", c.v.offset, c.v.rows, c.v.cols, c.v.stride, c.v.null ? ",null" : "", c.out.offset,
-      c.out.rows, c.out.cols, c.out.stride, c.out.null ? ",null" : "", c.mask.offset, c.mask.rows, c.mask.cols,
-      c.mask.stride, c.mask.null ? ",null" : "", c.ws.offset, c.ws_floats, c.ws_null ? ",null" : "");
+      n_q, n_kv, d_k, d_v, static_cast<double>(c.options.scale), c.options.causal, c.options.causal_offset,
+      c.options.window, c.has_mask, c.q.offset, c.q.rows, c.q.cols, c.q.stride, c.q.null ? ",null" : "", c.k.offset,
+      c.k.rows, c.k.cols, c.k.stride, c.k.null ? ",null" : "", c.v.offset, c.v.rows, c.v.cols, c.v.stride,
+      c.v.null ? ",null" : "", c.out.offset, c.out.rows, c.out.cols, c.out.stride, c.out.null ? ",null" : "",
+      c.mask.offset, c.mask.rows, c.mask.cols, c.mask.stride, c.mask.null ? ",null" : "", c.ws.offset, c.ws_floats,
+      c.ws_null ? ",null" : "");
   if (c.has_mask) c.options.mask = arena.view<const float>(c.mask);
 
   Want w;
