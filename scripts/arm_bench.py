@@ -76,6 +76,41 @@ def measure(target, plugin):
     return head, rows, problems
 
 
+def tile_loop_stack_accesses(target):
+    """Stack loads and stores inside the loops of every NEON gemm tile (gemm_tile_neon<...>) of the build's kernel
+    object, from its disassembly: the accumulators must stay in registers. Returns (tiles, [(tile, insn), ...])."""
+    _, prefix = TARGETS[target]
+    obj = os.path.join(ROOT, "build-" + target, "libmicroattn.a.p", "src_kernels_simd.cpp.o")
+    dis = subprocess.run([prefix + "objdump", "-d", "--no-show-raw-insn", "-C", obj], check=True, capture_output=True,
+                         text=True).stdout
+    return stack_accesses_in_loops(dis, "gemm_tile_neon<", target.startswith("aarch64"))
+
+
+def stack_accesses_in_loops(dis, name, aarch64):
+    """(functions whose name contains `name`, [(function, instruction)]) for objdump -d output `dis`: memory
+    operands on sp (and AArch64's frame pointer x29; on ARMv7 Thumb code fp = r11 is an ordinary register),
+    push/pop, between the target and the source of a conditional backward branch (a loop; an unconditional one is
+    block layout)."""
+    stack_operand = r"\[(sp|x29)\b" if aarch64 else r"\[sp\b|\bsp!|\b(v?push|v?pop)\b"
+    functions, bad = 0, []
+    for func in re.finditer(r"^[0-9a-f]+ <([^\n]*)>:\n(.*?)(?:\n\n|\Z)", dis, re.M | re.S):
+        if name not in func.group(1):
+            continue
+        functions += 1
+        label = re.search(re.escape(name) + r"[^>]*>", func.group(1))
+        label = label.group(0) if label else func.group(1)
+        insns = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", func.group(2), re.M)]
+        loops = []
+        for addr, text in insns:
+            m = re.match(r"(b\S*|cbn?z|tbn?z)\s+(?:\S+,\s*)*([0-9a-f]+) <", text)
+            if m and m.group(1) not in ("b", "b.n", "b.w", "bl", "blx") and int(m.group(2), 16) <= addr:
+                loops.append((int(m.group(2), 16), addr))
+        for addr, text in insns:
+            if re.search(stack_operand, text) and any(lo <= addr <= hi for lo, hi in loops):
+                bad.append((label, text.strip()))
+    return functions, bad
+
+
 def read_budgets():
     budgets = {}
     if os.path.isfile(BUDGETS):
@@ -102,6 +137,12 @@ def main():
         head, rows, problems = measure(target, plugin)
         failures += problems
         print(f"=== {target}: {head}")
+        tiles, spills = tile_loop_stack_accesses(target)
+        print(f"gemm tiles: {tiles} NEON tile functions, {len(spills)} stack accesses inside their loops")
+        if tiles == 0 or spills:
+            failures += [f"{target} {tile}: stack access in a loop: {insn}" for tile, insn in spills[:10]]
+            if tiles == 0:
+                failures.append(f"{target}: no gemm_tile_neon function in the kernel object")
         print(f"{'op':17} {'shape':12} {'MACs':>8} {'microattn':>10} {'/MAC':>6} {'Eigen':>10} {'/MAC':>6} {'ratio':>6}"
               "   budget")
         eigen = {(op, shape): insns for impl, op, shape, _, insns in rows if impl == "eigen"}

@@ -186,7 +186,8 @@ void gemm_tile(const float* a, std::size_t lda, const float* b, std::size_t ldb,
 // used by the four lane-indexed FMAs (AArch64 FMLA by element; ARMv7 has no fused multiply-add by scalar, so
 // VMLA by scalar, which rounds the product once more — as SSE2, within the matmul and attention bounds).
 // Row-major a: one load holds four k-steps of one row. Column-major a (P·V): one load holds four rows of one k-step.
-// Raw float32x4_t arrays with constant indices only: GCC keeps them in registers (checked in the disassembly).
+// Raw float32x4_t arrays with constant indices only, loops fully unrolled: GCC keeps them in registers
+// (scripts/arm_bench.sh reads the disassembly and fails on any stack access inside a tile's loops).
 #define MICROATTN_NEON_INLINE inline __attribute__((always_inline))
 // Loops over rows and vectors unrolled before GCC decides what lives in registers (else acc[][] goes to the stack).
 #define MICROATTN_NEON_UNROLL _Pragma("GCC unroll 16")
