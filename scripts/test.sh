@@ -8,12 +8,13 @@
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu or cortex-m4
 #   scripts/test.sh footprint    the Cortex-M4/M7/M55 flash, RAM and stack figures against their budgets
 #   scripts/test.sh mcu-bench    the Cortex-M instruction counts under QEMU against their budgets (+2 % at most)
+#   scripts/test.sh arm-bench    AArch64/ARMv7 instruction counts (microattn vs Eigen) against their budgets
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang fuzz $linux_targets $mcu_targets footprint mcu-bench"}
+targets=${*:-"native asan clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench"}
 
 groups=native
 for t in $targets; do
@@ -21,6 +22,7 @@ for t in $targets; do
     native | asan) ;;
     clang | fuzz) groups="$groups checks" ;;
     cortex-m* | footprint | mcu-bench) groups="$groups mcu" ;;
+    arm-bench) groups="$groups cross peers" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -62,6 +64,9 @@ for t in $targets; do
       echo "=== mcu-bench"
       scripts/mcu_bench.sh --check ;;
     fuzz) scripts/fuzz.sh 60 ;;
+    arm-bench)
+      echo "=== arm-bench"
+      scripts/arm_bench.sh --check ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;

@@ -25,6 +25,16 @@ using vfloat = xsimd::batch<float, arch>;
 using vint = xsimd::batch<std::int32_t, arch>;
 constexpr std::size_t lanes = vfloat::size;
 
+// Reinterpreting casts. xsimd 8.1's bitwise_cast on NEON calls vreinterpretq_* through a function-pointer table
+// that GCC 12 does not inline: a call per cast inside the exp loops, which spills every live vector register.
+#if XSIMD_WITH_NEON
+inline vint bits_as_int(vfloat x) noexcept { return vreinterpretq_s32_f32(x); }
+inline vfloat bits_as_float(vint x) noexcept { return vreinterpretq_f32_s32(x); }
+#else
+inline vint bits_as_int(vfloat x) noexcept { return xsimd::bitwise_cast<vint>(x); }
+inline vfloat bits_as_float(vint x) noexcept { return xsimd::bitwise_cast<vfloat>(x); }
+#endif
+
 // --- exp -------------------------------------------------------------------------------------------------
 
 // e^x per lane; algorithm and constants in exp_constants.hpp, identical to exp_scalar().
@@ -44,11 +54,11 @@ inline vfloat exp_vec(vfloat x) noexcept {
   p = xsimd::fma(p, r, vfloat(c2));
   p = xsimd::fma(p, r, vfloat(c1));
   p = xsimd::fma(p, r, vfloat(c0));
-  const vint ni = xsimd::bitwise_cast<vint>(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)));
+  const vint ni = bits_as_int(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)));
   const vint e1 = ni >> 1;
   const vint e2 = ni - e1;
-  const vfloat s1 = xsimd::bitwise_cast<vfloat>((e1 + vint(127)) << 23);
-  const vfloat s2 = xsimd::bitwise_cast<vfloat>((e2 + vint(127)) << 23);
+  const vfloat s1 = bits_as_float((e1 + vint(127)) << 23);
+  const vfloat s2 = bits_as_float((e2 + vint(127)) << 23);
   return (p * s1) * s2;
 }
 
@@ -119,9 +129,15 @@ constexpr std::size_t gemm_mr = 8, gemm_nv = 2;  // 16 of 32 zmm accumulate, 8×
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16 ymm, 6×16
 #define MICROATTN_GEMM_NAME "gemm_6x16_avx2"
 #elif XSIMD_WITH_NEON64
-constexpr std::size_t gemm_mr = 6, gemm_nv = 4;  // 24 of 32 q registers, 6×16 (16 divides the attention tile)
-#define MICROATTN_GEMM_NAME "gemm_6x16_neon64"
-#else  // sse2, neon: 16 registers of 4 floats
+// NEON tiles (gemm_tile_neon below): MR·NV accumulators, MR vectors of a (four k-steps of a row each, used by
+// lane), one or two vectors of b: 16 + 8 + 2 of 32 registers.
+constexpr std::size_t gemm_mr = 8, gemm_nv = 2;
+#define MICROATTN_GEMM_NAME "gemm_8x8_neon64"
+#elif XSIMD_WITH_NEON
+// ARMv7: 16 q registers: 8 accumulators + 4 of a + 2 of b (a lane operand must sit in d0–d15, i.e. q0–q7).
+constexpr std::size_t gemm_mr = 4, gemm_nv = 2;
+#define MICROATTN_GEMM_NAME "gemm_4x8_neon"
+#else  // sse2: 16 registers of 4 floats
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16, 6×8
 #define MICROATTN_GEMM_NAME "gemm_6x8_sse2_neon"
 #endif
@@ -163,6 +179,133 @@ void gemm_tile(const float* a, std::size_t lda, const float* b, std::size_t ldb,
     }
 }
 
+#if XSIMD_WITH_NEON
+// NEON micro-kernel (AArch64 and ARMv7), used in place of gemm_tile. Same contract; what differs is how a reaches
+// the FMAs: xsimd can only broadcast one float per register (a load-and-duplicate per row and k-step, and GCC 12
+// then keeps acc[][] on the stack), whereas NEON multiplies by a lane: one vector load brings four floats of a,
+// used by the four lane-indexed FMAs (AArch64 FMLA by element; ARMv7 has no fused multiply-add by scalar, so
+// VMLA by scalar, which rounds the product once more — as SSE2, within the matmul and attention bounds).
+// Row-major a: one load holds four k-steps of one row. Column-major a (P·V): one load holds four rows of one k-step.
+// Raw float32x4_t arrays with constant indices only, loops fully unrolled: GCC keeps them in registers
+// (scripts/arm_bench.sh reads the disassembly and fails on any stack access inside a tile's loops).
+#define MICROATTN_NEON_INLINE inline __attribute__((always_inline))
+// Loops over rows and vectors unrolled before GCC decides what lives in registers (else acc[][] goes to the stack).
+#define MICROATTN_NEON_UNROLL _Pragma("GCC unroll 16")
+
+template <int L>
+MICROATTN_NEON_INLINE float32x4_t neon_fma_lane(float32x4_t acc, float32x4_t b, float32x4_t a) noexcept {
+#if XSIMD_WITH_NEON64
+  return vfmaq_laneq_f32(acc, b, a, L);
+#else
+  return vmlaq_lane_f32(acc, b, L < 2 ? vget_low_f32(a) : vget_high_f32(a), L & 1);
+#endif
+}
+
+MICROATTN_NEON_INLINE float32x4_t neon_fma(float32x4_t acc, float32x4_t b, float32x4_t a) noexcept {
+#if XSIMD_WITH_NEON64
+  return vfmaq_f32(acc, b, a);
+#else
+  return vmlaq_f32(acc, b, a);
+#endif
+}
+
+// Row-major a, k-step U of the four held in av[r]: acc[r][v] += b[U][v] · av[r][U].
+template <int U, std::size_t MR, std::size_t NV>
+MICROATTN_NEON_INLINE void neon_step_rows(float32x4_t (&acc)[MR][NV], const float32x4_t (&av)[MR],
+                                          const float* b) noexcept {
+#if !XSIMD_WITH_NEON64
+  // ARMv7: GCC's scheduler would hoist the b loads of all four steps (8 more registers than 16 hold) and spill
+  // accumulators; a compiler barrier keeps each step's loads with its FMAs.
+  asm volatile("" ::: "memory");
+#endif
+  MICROATTN_NEON_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) {
+    const float32x4_t bv = vld1q_f32(b + v * 4);
+    MICROATTN_NEON_UNROLL
+    for (std::size_t r = 0; r < MR; ++r) acc[r][v] = neon_fma_lane<U>(acc[r][v], bv, av[r]);
+  }
+}
+
+// Column-major a, one k-step: row r's value is lane r % 4 of ag[r / 4] (whole groups of four rows), the last
+// MR % 4 rows are broadcast one by one.
+template <int L, std::size_t MR, std::size_t NV>
+MICROATTN_NEON_INLINE void neon_step_group(float32x4_t (&acc)[MR][NV], std::size_t r, float32x4_t bv, std::size_t v,
+                                           float32x4_t ag) noexcept {
+  acc[r + L][v] = neon_fma_lane<L>(acc[r + L][v], bv, ag);
+}
+
+// Column-major a, one k-step: ap holds the MR rows' values, b the NV vectors.
+template <std::size_t MR, std::size_t NV>
+MICROATTN_NEON_INLINE void neon_step_cols(float32x4_t (&acc)[MR][NV], const float* ap, const float* b) noexcept {
+  constexpr std::size_t groups = MR / 4;
+  float32x4_t ag[groups > 0 ? groups : 1];
+  MICROATTN_NEON_UNROLL
+  for (std::size_t g = 0; g < groups; ++g) ag[g] = vld1q_f32(ap + 4 * g);
+  MICROATTN_NEON_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) {
+    const float32x4_t bv = vld1q_f32(b + v * 4);
+    MICROATTN_NEON_UNROLL
+    for (std::size_t g = 0; g < groups; ++g) {
+      neon_step_group<0>(acc, 4 * g, bv, v, ag[g]);
+      neon_step_group<1>(acc, 4 * g, bv, v, ag[g]);
+      neon_step_group<2>(acc, 4 * g, bv, v, ag[g]);
+      neon_step_group<3>(acc, 4 * g, bv, v, ag[g]);
+    }
+    MICROATTN_NEON_UNROLL
+    for (std::size_t r = 4 * groups; r < MR; ++r) acc[r][v] = neon_fma(acc[r][v], bv, vld1q_dup_f32(ap + r));
+  }
+}
+
+// LDB: the row stride of b, known per table (matmul's packed panels: gemm_nr; attention tiles: br), so the
+// loads of b take immediate offsets (LDP pairs) instead of one register-offset load and add each.
+template <std::size_t MR, std::size_t NV, bool AColMajor, Epilogue E, std::size_t LDB>
+void gemm_tile_neon(const float* a, std::size_t lda, const float* b, std::size_t /*ldb == LDB*/, std::size_t kc,
+                    float* c, std::size_t ldc, const float* col_scale) noexcept {
+  constexpr std::size_t ldb = LDB;
+  float32x4_t acc[MR][NV];
+  MICROATTN_NEON_UNROLL
+  for (std::size_t r = 0; r < MR; ++r) MICROATTN_NEON_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) acc[r][v] = vdupq_n_f32(0.0f);
+  std::size_t p = 0;
+  if (!AColMajor) {
+    for (; p + 4 <= kc; p += 4) {
+      float32x4_t av[MR];
+      MICROATTN_NEON_UNROLL
+      for (std::size_t r = 0; r < MR; ++r) av[r] = vld1q_f32(a + r * lda + p);
+      neon_step_rows<0>(acc, av, b + p * ldb);
+      neon_step_rows<1>(acc, av, b + (p + 1) * ldb);
+      neon_step_rows<2>(acc, av, b + (p + 2) * ldb);
+      neon_step_rows<3>(acc, av, b + (p + 3) * ldb);
+    }
+    for (; p < kc; ++p)  // the last kc % 4 steps, one broadcast per row
+      MICROATTN_NEON_UNROLL
+    for (std::size_t v = 0; v < NV; ++v) {
+      const float32x4_t bv = vld1q_f32(b + p * ldb + v * 4);
+      MICROATTN_NEON_UNROLL
+      for (std::size_t r = 0; r < MR; ++r) acc[r][v] = neon_fma(acc[r][v], bv, vld1q_dup_f32(a + r * lda + p));
+    }
+  } else {
+    // Unrolled by four k-steps: the loop's own increments and branch are then a few percent of the FMAs.
+    for (; p + 4 <= kc; p += 4) {
+      neon_step_cols<MR, NV>(acc, a + p * lda, b + p * ldb);
+      neon_step_cols<MR, NV>(acc, a + (p + 1) * lda, b + (p + 1) * ldb);
+      neon_step_cols<MR, NV>(acc, a + (p + 2) * lda, b + (p + 2) * ldb);
+      neon_step_cols<MR, NV>(acc, a + (p + 3) * lda, b + (p + 3) * ldb);
+    }
+    for (; p < kc; ++p) neon_step_cols<MR, NV>(acc, a + p * lda, b + p * ldb);
+  }
+  MICROATTN_NEON_UNROLL
+  for (std::size_t r = 0; r < MR; ++r) MICROATTN_NEON_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) {
+    float* cp = c + r * ldc + v * 4;
+    float32x4_t out = acc[r][v];
+    if (E == Epilogue::add) out = vaddq_f32(out, vld1q_f32(cp));
+    if (E == Epilogue::scale_add) out = neon_fma(out, vld1q_f32(cp), vld1q_f32(col_scale + v * 4));
+    vst1q_f32(cp, out);
+  }
+}
+#endif
+
 using gemm_tile_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*, std::size_t,
                               const float*) noexcept;
 
@@ -180,20 +323,25 @@ template <std::size_t MR>
 struct TileTable {
   gemm_tile_fn fn[MR];
 };
-template <std::size_t NV, bool AColMajor, Epilogue E, std::size_t... I>
+// LDB: the b row stride the table's callers pass (the NEON tiles take it as a constant; the others ignore it).
+template <std::size_t NV, bool AColMajor, Epilogue E, std::size_t LDB, std::size_t... I>
 constexpr TileTable<sizeof...(I)> make_tile_table(std::index_sequence<I...>) {
+#if XSIMD_WITH_NEON
+  return TileTable<sizeof...(I)>{{&gemm_tile_neon<I + 1, NV, AColMajor, E, LDB>...}};
+#else
   return TileTable<sizeof...(I)>{{&gemm_tile<I + 1, NV, AColMajor, E>...}};
+#endif
 }
 constexpr auto mr_rows = std::make_index_sequence<gemm_mr>{};
 constexpr auto attn_rows = std::make_index_sequence<attn_mr>{};
 constexpr auto attn_rows_1v = std::make_index_sequence<attn_mr_1v>{};
-constexpr auto gemm_tiles_store = make_tile_table<gemm_nv, false, Epilogue::store>(mr_rows);
-constexpr auto gemm_tiles_add = make_tile_table<gemm_nv, false, Epilogue::add>(mr_rows);
-constexpr auto attn_tiles_qk = make_tile_table<gemm_nv, false, Epilogue::store>(attn_rows);
-constexpr auto attn_tiles_pv = make_tile_table<gemm_nv, true, Epilogue::scale_add>(attn_rows);
+constexpr auto gemm_tiles_store = make_tile_table<gemm_nv, false, Epilogue::store, gemm_nr>(mr_rows);
+constexpr auto gemm_tiles_add = make_tile_table<gemm_nv, false, Epilogue::add, gemm_nr>(mr_rows);
+constexpr auto attn_tiles_qk = make_tile_table<gemm_nv, false, Epilogue::store, attention_block_q>(attn_rows);
+constexpr auto attn_tiles_pv = make_tile_table<gemm_nv, true, Epilogue::scale_add, attention_block_q>(attn_rows);
 // One vector wide: the last few queries of an attention tile (all of them when n_q is tiny).
-constexpr auto attn_tiles_qk_1v = make_tile_table<1, false, Epilogue::store>(attn_rows_1v);
-constexpr auto attn_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add>(attn_rows_1v);
+constexpr auto attn_tiles_qk_1v = make_tile_table<1, false, Epilogue::store, attention_block_q>(attn_rows_1v);
+constexpr auto attn_tiles_pv_1v = make_tile_table<1, true, Epilogue::scale_add, attention_block_q>(attn_rows_1v);
 
 // Packs columns [j0, j0 + nc) × inner [p0, p0 + kc) of b into NR-wide panels, zero-padded on the right.
 void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, float* bp) noexcept {
@@ -282,7 +430,7 @@ MICROATTN_TRANSPOSE(vfloat* rows) noexcept {  // 16 × 16
 }
 #elif XSIMD_WITH_AVX
 #define MICROATTN_HAVE_TRANSPOSE 1
-MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 8 × 8
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {  // 8 × 8
   __m256 t[8], u[8];
   for (int k = 0; k < 4; ++k) {
     t[2 * k] = _mm256_unpacklo_ps(rows[2 * k], rows[2 * k + 1]);
@@ -301,7 +449,7 @@ MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 8 × 8
 }
 #elif XSIMD_WITH_SSE2
 #define MICROATTN_HAVE_TRANSPOSE 1
-MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 4 × 4
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {  // 4 × 4
   const __m128 t0 = _mm_unpacklo_ps(rows[0], rows[1]), t1 = _mm_unpackhi_ps(rows[0], rows[1]);
   const __m128 t2 = _mm_unpacklo_ps(rows[2], rows[3]), t3 = _mm_unpackhi_ps(rows[2], rows[3]);
   rows[0] = _mm_movelh_ps(t0, t2);
@@ -311,7 +459,7 @@ MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 4 × 4
 }
 #elif XSIMD_WITH_NEON
 #define MICROATTN_HAVE_TRANSPOSE 1
-MICROATTN_TRANSPOSE(vfloat* rows) noexcept {     // 4 × 4
+MICROATTN_TRANSPOSE(vfloat* rows) noexcept {  // 4 × 4
   const float32x4x2_t a = vtrnq_f32(rows[0], rows[1]), b = vtrnq_f32(rows[2], rows[3]);
   rows[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
   rows[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
@@ -355,8 +503,8 @@ inline vfloat exp2_nonpositive_vec(vfloat x) noexcept {
   x = xsimd::max(vfloat(x_min), x);  // NaN passes (see exp_vec)
   const vfloat t = x + vfloat(round_magic);
   const vfloat r = x - (t - vfloat(round_magic));
-  const vint e = (xsimd::bitwise_cast<vint>(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)) - 127)) << 23;
-  return exp2_poly(r) * xsimd::bitwise_cast<vfloat>(e);
+  const vint e = (bits_as_int(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)) - 127)) << 23;
+  return exp2_poly(r) * bits_as_float(e);
 }
 #endif
 

@@ -1,0 +1,225 @@
+// Instruction-count benchmark for the Linux ARM targets (Cortex-A, NEON): microattn side by side with Eigen 3.4,
+// both compiled with the same flags (the cross file's, -O3), one head, fp32, single thread.
+//
+// Cases: attention n × 64 (n = 64, 128, 256; n queries = n keys, d = 64, dense and causal), decode 1 × 1024 × 64
+// (one query against 1024 keys), matmul 128³. Every implementation runs once unmeasured and its output is
+// compared with the test suite's double-precision reference (tests/reference.cpp); then it runs again between
+// arm_bench_mark_begin() and arm_bench_mark_end(), two empty out-of-line functions whose addresses the QEMU
+// plugin tools/qemu_insn_count.c is given, and must give the same bits. scripts/arm_bench.sh builds this
+// program, runs it under qemu-aarch64 / qemu-arm with the plugin and prints the table (README "Cortex-A").
+//
+// Output, one line per measured pair k (k = 0 is an empty pair: the markers' own cost, which the script
+// subtracts):  "case k | impl | op | shape | MACs | ok"  ("| WRONG RESULT" instead of "| ok" on a mismatch,
+// and the program exits 1). MACs count the dense work (2·n_q·n_kv·d for attention, causal included, so a
+// causal row shows the work it skips; m·n·k for matmul).
+//
+// Eigen's attention is what a competent Eigen user writes (bench/bench_peers.cpp's peer): S = (Q·scale)·Kᵀ as
+// one GEMM, a row softmax on Eigen's vectorized exp, O = S·V, rows divided by their sums; causal walks the
+// queries in blocks of 32 and computes only the visible keys of each block, masking the last square.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <microattn/microattn.hpp>
+
+#include "reference.hpp"
+#include "tolerance.hpp"
+
+namespace ma = microattn;
+
+extern "C" {
+// The markers: empty and out of line, so the plugin sees every measured call start and end at them.
+__attribute__((noinline, used)) void arm_bench_mark_begin() { asm volatile("" ::: "memory"); }
+__attribute__((noinline, used)) void arm_bench_mark_end() { asm volatile("" ::: "memory"); }
+}
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMatrix>;
+using Map = Eigen::Map<RowMatrix>;
+
+std::vector<float> random_vector(std::size_t n, std::uint32_t seed) {  // uniform [-1, 1), xorshift32
+  std::vector<float> v(n);
+  std::uint32_t s = seed * 2654435761u + 1u;
+  for (float& x : v) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    x = static_cast<float>(s >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  return v;
+}
+
+int next_case = 0;
+bool all_ok = true;
+
+// Runs f once to check (check(out) says whether the output is right), then once between the markers; the
+// measured run must reproduce the checked output bit for bit.
+template <typename F, typename C>
+void measure(const char* impl, const char* op, const std::string& shape, double macs, std::vector<float>& out, F f,
+             C check) {
+  std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+  f();
+  bool ok = check(out);
+  const std::vector<float> first = out;
+  std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+  arm_bench_mark_begin();
+  f();
+  arm_bench_mark_end();
+  ok = ok && std::memcmp(first.data(), out.data(), out.size() * sizeof(float)) == 0;
+  all_ok = all_ok && ok;
+  std::printf("case %d | %s | %s | %s | %.0f | %s\n", ++next_case, impl, op, shape.c_str(), macs,
+              ok ? "ok" : "WRONG RESULT");
+}
+
+// ---- attention ------------------------------------------------------------------------------------------------
+struct AttentionProblem {
+  std::size_t n_q, n_kv, d;
+  bool causal;
+  std::vector<float> q, k, v;
+  std::vector<double> want, weighted_abs, score_abs;
+};
+
+AttentionProblem make_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal) {
+  AttentionProblem p{
+      n_q, n_kv, d, causal, random_vector(n_q * d, 1), random_vector(n_kv * d, 2), random_vector(n_kv * d, 3),
+      {},  {},   {}};
+  ref::AttentionCase c{};
+  c.q = p.q.data();
+  c.ldq = d;
+  c.k = p.k.data();
+  c.ldk = d;
+  c.v = p.v.data();
+  c.ldv = d;
+  c.n_q = n_q;
+  c.n_kv = n_kv;
+  c.d_k = c.d_v = d;
+  c.scale = 0.0;  // 1/sqrt(d)
+  c.causal = causal;
+  c.causal_offset = 0;
+  ref::attention(c, p.want, p.weighted_abs, p.score_abs);
+  return p;
+}
+
+// The test suite's tolerance, times 4 for Eigen (its exp and summation orders round their own way).
+bool attention_ok(const AttentionProblem& p, const std::vector<float>& out) {
+  for (std::size_t i = 0; i < p.n_q; ++i) {
+    testing_support::Tolerance t = testing_support::attention_tolerance(p.d, p.n_kv, p.score_abs[i]);
+    t.rel *= 4.0;
+    for (std::size_t c = 0; c < p.d; ++c)
+      if (!std::isfinite(out[i * p.d + c]) ||
+          !testing_support::within(out[i * p.d + c], p.want[i * p.d + c], p.weighted_abs[i * p.d + c], t))
+        return false;
+  }
+  return true;
+}
+
+void run_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal, const char* op) {
+  const AttentionProblem p = make_attention(n_q, n_kv, d, causal);
+  const std::string shape = std::to_string(n_q) + "x" + std::to_string(n_kv) + "x" + std::to_string(d);
+  const double macs = 2.0 * static_cast<double>(n_q * n_kv * d);
+  std::vector<float> out(n_q * d);
+  auto check = [&](const std::vector<float>& o) { return attention_ok(p, o); };
+
+  std::vector<float> ws(ma::attention_workspace_floats(d, d));
+  ma::AttentionOptions opt;
+  opt.causal = causal;
+  measure(
+      "microattn", op, shape, macs, out,
+      [&] {
+        if (ma::attention(ma::make_view(p.q.data(), n_q, d), ma::make_view(p.k.data(), n_kv, d),
+                          ma::make_view(p.v.data(), n_kv, d), ma::make_view(out.data(), n_q, d), ws.data(), ws.size(),
+                          opt) != ma::Status::ok)
+          out[0] = std::numeric_limits<float>::quiet_NaN();
+      },
+      check);
+
+  // Eigen: blocks of query rows, each with the keys it may see (dense: one block of everything).
+  const std::size_t block = causal ? 32 : n_q;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const ConstMap q(p.q.data(), n_q, d), k(p.k.data(), n_kv, d), v(p.v.data(), n_kv, d);
+  Map o(out.data(), n_q, d);
+  RowMatrix s_buf(block, n_kv);
+  Eigen::VectorXf row_sum(block);
+  measure(
+      "eigen", op, shape, macs, out,
+      [&] {
+        for (std::size_t i0 = 0; i0 < n_q; i0 += block) {
+          const std::size_t rows = std::min(block, n_q - i0);
+          const std::size_t keys = causal ? std::min(n_kv, i0 + rows) : n_kv;
+          auto s = s_buf.topLeftCorner(rows, keys);
+          s.noalias() = (q.middleRows(i0, rows) * scale) * k.topRows(keys).transpose();
+          if (causal)
+            for (std::size_t r = 0; r < rows; ++r)
+              for (std::size_t j = i0 + r + 1; j < keys; ++j) s(r, j) = -std::numeric_limits<float>::infinity();
+          for (Eigen::Index r = 0; r < s.rows(); ++r) {
+            auto row = s.row(r).array();
+            const float m = row.maxCoeff();
+            row = (row - m).exp();
+            row_sum(r) = row.sum();
+          }
+          auto orows = o.middleRows(i0, rows);
+          orows.noalias() = s * v.topRows(keys);
+          for (Eigen::Index r = 0; r < orows.rows(); ++r) orows.row(r) *= 1.0f / row_sum(r);
+        }
+      },
+      check);
+}
+
+// ---- matmul ---------------------------------------------------------------------------------------------------
+void run_matmul(std::size_t m, std::size_t n, std::size_t kk) {
+  const std::vector<float> a = random_vector(m * kk, 4), b = random_vector(kk * n, 5);
+  std::vector<double> want, abs_want;
+  ref::matmul(a.data(), kk, b.data(), n, false, m, n, kk, want, abs_want);
+  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk);
+  const double macs = static_cast<double>(m * n * kk);
+  std::vector<float> c(m * n);
+  auto check = [&](const std::vector<float>& out) {
+    const testing_support::Tolerance t = testing_support::dot_tolerance(kk);
+    for (std::size_t i = 0; i < m * n; ++i)
+      if (!testing_support::within(out[i], want[i], abs_want[i], t)) return false;
+    return true;
+  };
+  measure(
+      "microattn", "matmul", shape, macs, c,
+      [&] {
+        if (ma::matmul(ma::make_view(a.data(), m, kk), ma::make_view(b.data(), kk, n), ma::make_view(c.data(), m, n),
+                       false) != ma::Status::ok)
+          c[0] = std::numeric_limits<float>::quiet_NaN();
+      },
+      check);
+  const ConstMap am(a.data(), m, kk), bm(b.data(), kk, n);
+  Map cm(c.data(), m, n);
+  measure(
+      "eigen", "matmul", shape, macs, c, [&] { cm.noalias() = am * bm; }, check);
+}
+
+}  // namespace
+
+int main() {
+  std::printf("arm_bench: microattn %s kernels (%s), Eigen %d.%d.%d%s\n", ma::simd_arch(), ma::matmul_kernel_name(),
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+#if defined(EIGEN_VECTORIZE_NEON)
+              " NEON"
+#else
+              " not vectorized"
+#endif
+  );
+  arm_bench_mark_begin();  // case 0: the markers alone
+  arm_bench_mark_end();
+  std::printf("case 0 | - | empty | - | 1 | ok\n");
+  for (std::size_t n : {64, 128, 256}) {
+    run_attention(n, n, 64, false, "attention");
+    run_attention(n, n, 64, true, "attention_causal");
+  }
+  run_attention(1, 1024, 64, false, "decode");
+  run_matmul(128, 128, 128);
+  return all_ok ? 0 : 1;
+}

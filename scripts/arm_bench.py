@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Instructions per call of microattn and Eigen 3.4 on the Linux ARM targets, counted under qemu-user
+(README "Cortex-A (NEON)").
+
+Usage: scripts/arm_bench.sh [--check | --update] [TARGET ...]   (TARGET: aarch64-linux-gnu arm-linux-gnueabihf)
+  (no option)  print the table
+  --check      also compare microattn's counts with scripts/arm_insn_budgets.txt: exit 1 when any grew by more
+               than 2 % (or a case has no budget, or a result was wrong)
+  --update     rewrite the budgets of the given targets with this run's counts (after a deliberate change)
+
+For each target it builds build-TARGET (set up from cross/TARGET.ini when missing, as scripts/test.sh does: the
+library exactly as the cross file builds it, -O3) and its bench/arm/arm_bench program (microattn and Eigen with
+the same flags, statically linked), builds the TCG plugin tools/qemu_insn_count.c with the host's gcc into
+build-qemu-plugin/, runs the program under qemu-aarch64 / qemu-arm with the plugin given the addresses of
+arm_bench_mark_begin/_end, and joins the program's rows (implementation, op, shape, MACs, check) with the
+plugin's counts. The count of an empty marker pair (case 0) is subtracted from every row. QEMU models no timing:
+the counts are exact and the same on every run, a regression gate that machine load cannot break.
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+BUDGETS = os.path.join(ROOT, "scripts", "arm_insn_budgets.txt")
+TOLERANCE = 0.02  # a count may grow by at most 2 % over its budget
+TARGETS = {  # target: (qemu, binutils prefix)
+    "aarch64-linux-gnu": ("qemu-aarch64", "aarch64-linux-gnu-"),
+    "arm-linux-gnueabihf": ("qemu-arm", "arm-linux-gnueabihf-"),
+}
+
+
+def build_plugin():
+    out_dir = os.path.join(ROOT, "build-qemu-plugin")
+    so = os.path.join(out_dir, "qemu_insn_count.so")
+    src = os.path.join(ROOT, "tools", "qemu_insn_count.c")
+    if not os.path.isfile(so) or os.path.getmtime(so) < os.path.getmtime(src):
+        os.makedirs(out_dir, exist_ok=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o", so, src], check=True)
+    return so
+
+
+def build_program(target):
+    build = os.path.join(ROOT, "build-" + target)
+    if not os.path.isfile(os.path.join(build, "build.ninja")):
+        subprocess.run(["meson", "setup", build, "--cross-file", os.path.join(ROOT, "cross", target + ".ini"),
+                        "-Dbenchmarks=disabled"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["ninja", "-C", build, "bench/arm/arm_bench"], check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(build, "bench", "arm", "arm_bench")
+
+
+def measure(target, plugin):
+    qemu, prefix = TARGETS[target]
+    prog = build_program(target)
+    nm = subprocess.run([prefix + "nm", prog], check=True, capture_output=True, text=True).stdout
+    symbols = {f[2]: int(f[0], 16) for f in (line.split() for line in nm.splitlines()) if len(f) == 3}
+    begin, end = symbols["arm_bench_mark_begin"], symbols["arm_bench_mark_end"]
+    log = prog + ".insns.log"
+    proc = subprocess.run(["timeout", "900", qemu, "-plugin", f"{plugin},begin={begin:#x},end={end:#x}", "-d", "plugin",
+                           "-D", log, prog], capture_output=True, text=True)
+    with open(log, encoding="utf-8") as f:
+        counts = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"^insns (\d+) (\d+)$", f.read(), re.M)}
+    rows, problems = [], []
+    head = proc.stdout.splitlines()[0] if proc.stdout else ""
+    for m in re.finditer(r"^case (\d+) \| (\S+) \| (\S+) \| (\S+) \| (\d+) \| (ok|WRONG RESULT)$", proc.stdout, re.M):
+        index, impl, op, shape, macs, check = int(m.group(1)), m.group(2), m.group(3), m.group(4), int(m.group(5)), m.group(6)
+        if index == 0:
+            continue
+        if check != "ok":
+            problems.append(f"{target} {impl} {op} {shape}: wrong result")
+        rows.append((impl, op, shape, macs, counts.get(index, 0) - counts.get(0, 0)))
+    if proc.returncode != 0:
+        problems.append(f"{target}: arm_bench exited {proc.returncode}\n{proc.stdout}{proc.stderr}")
+    if not rows or len(counts) != len(rows) + 1:
+        problems.append(f"{target}: {len(rows)} rows and {len(counts)} counts (plugin log {log})")
+    return head, rows, problems
+
+
+def tile_loop_stack_accesses(target):
+    """Stack loads and stores inside the loops of every NEON gemm tile (gemm_tile_neon<...>) of the build's kernel
+    object, from its disassembly: the accumulators must stay in registers. Returns (tiles, [(tile, insn), ...])."""
+    _, prefix = TARGETS[target]
+    obj = os.path.join(ROOT, "build-" + target, "libmicroattn.a.p", "src_kernels_simd.cpp.o")
+    dis = subprocess.run([prefix + "objdump", "-d", "--no-show-raw-insn", "-C", obj], check=True, capture_output=True,
+                         text=True).stdout
+    return stack_accesses_in_loops(dis, "gemm_tile_neon<", target.startswith("aarch64"))
+
+
+def stack_accesses_in_loops(dis, name, aarch64):
+    """(functions whose name contains `name`, [(function, instruction)]) for objdump -d output `dis`: memory
+    operands on sp (and AArch64's frame pointer x29; on ARMv7 Thumb code fp = r11 is an ordinary register),
+    push/pop, between the target and the source of a conditional backward branch (a loop; an unconditional one is
+    block layout)."""
+    stack_operand = r"\[(sp|x29)\b" if aarch64 else r"\[sp\b|\bsp!|\b(v?push|v?pop)\b"
+    functions, bad = 0, []
+    for func in re.finditer(r"^[0-9a-f]+ <([^\n]*)>:\n(.*?)(?:\n\n|\Z)", dis, re.M | re.S):
+        if name not in func.group(1):
+            continue
+        functions += 1
+        label = re.search(re.escape(name) + r"[^>]*>", func.group(1))
+        label = label.group(0) if label else func.group(1)
+        insns = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", func.group(2), re.M)]
+        loops = []
+        for addr, text in insns:
+            m = re.match(r"(b\S*|cbn?z|tbn?z)\s+(?:\S+,\s*)*([0-9a-f]+) <", text)
+            if m and m.group(1) not in ("b", "b.n", "b.w", "bl", "blx") and int(m.group(2), 16) <= addr:
+                loops.append((int(m.group(2), 16), addr))
+        for addr, text in insns:
+            if re.search(stack_operand, text) and any(lo <= addr <= hi for lo, hi in loops):
+                bad.append((label, text.strip()))
+    return functions, bad
+
+
+def read_budgets():
+    budgets = {}
+    if os.path.isfile(BUDGETS):
+        with open(BUDGETS, encoding="utf-8") as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    target, op, shape, insns = line.split()
+                    budgets[(target, op, shape)] = int(insns)
+    return budgets
+
+
+def main():
+    args = sys.argv[1:]
+    mode = args.pop(0) if args and args[0] in ("--check", "--update") else None
+    targets = args or list(TARGETS)
+    for t in targets:
+        if t not in TARGETS:
+            print(f"arm_bench: unknown target {t} (known: {' '.join(TARGETS)})", file=sys.stderr)
+            return 2
+    plugin = build_plugin()
+    budgets = read_budgets()
+    failures, measured = [], []
+    for target in targets:
+        head, rows, problems = measure(target, plugin)
+        failures += problems
+        print(f"=== {target}: {head}")
+        tiles, spills = tile_loop_stack_accesses(target)
+        print(f"gemm tiles: {tiles} NEON tile functions, {len(spills)} stack accesses inside their loops")
+        if tiles == 0 or spills:
+            failures += [f"{target} {tile}: stack access in a loop: {insn}" for tile, insn in spills[:10]]
+            if tiles == 0:
+                failures.append(f"{target}: no gemm_tile_neon function in the kernel object")
+        print(f"{'op':17} {'shape':12} {'MACs':>8} {'microattn':>10} {'/MAC':>6} {'Eigen':>10} {'/MAC':>6} {'ratio':>6}"
+              "   budget")
+        eigen = {(op, shape): insns for impl, op, shape, _, insns in rows if impl == "eigen"}
+        for impl, op, shape, macs, insns in rows:
+            if impl != "microattn":
+                continue
+            measured.append((target, op, shape, insns))
+            budget = budgets.get((target, op, shape))
+            if budget is None:
+                note = "(none)"
+                if mode == "--check":
+                    failures.append(f"{target} {op} {shape}: no budget in {os.path.relpath(BUDGETS, ROOT)}")
+            else:
+                change = insns / budget - 1.0
+                note = f"{budget} ({change:+.1%})"
+                if mode == "--check" and change > TOLERANCE:
+                    failures.append(f"{target} {op} {shape}: {insns} instructions, budget {budget} ({change:+.1%})")
+            e = eigen.get((op, shape))
+            peer = f"{e:10} {e / macs:6.3f} {insns / e:6.2f}" if e else f"{'-':>10} {'':6} {'':6}"
+            print(f"{op:17} {shape:12} {macs:8} {insns:10} {insns / macs:6.3f} {peer}   {note}")
+        print()
+    if mode == "--update":
+        kept = {k: v for k, v in budgets.items() if k[0] not in targets}
+        kept.update({(t, o, s): i for t, o, s, i in measured})
+        with open(BUDGETS, "w", encoding="utf-8") as f:
+            f.write("# Instructions per call of microattn in bench/arm/arm_bench under qemu-user (scripts/arm_bench.sh\n"
+                    "# --update writes this; --check, part of scripts/test.sh, fails when a count exceeds its figure by\n"
+                    "# more than 2 %).\n"
+                    "# target op shape instructions\n")
+            for (t, o, s), i in sorted(kept.items()):
+                f.write(f"{t} {o} {s} {i}\n")
+        print(f"wrote {os.path.relpath(BUDGETS, ROOT)}")
+    if failures:
+        print("ARM INSTRUCTION COUNTS FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    if mode == "--check":
+        print("arm_bench: every instruction count within 2 % of its budget")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
