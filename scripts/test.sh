@@ -7,12 +7,14 @@
 #   scripts/test.sh fuzz         the libFuzzer targets, 60 s each (scripts/fuzz.sh)
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu or cortex-m4
 #   scripts/test.sh footprint    the Cortex-M4/M7 flash, RAM and stack figures against their budgets
+#   scripts/test.sh cmake        CMake consumers: in-tree, find_package after meson install, Cortex-M4 under QEMU
+#   scripts/test.sh subproject   a parent Meson project using microattn as a subproject (native, own M4 cross file)
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang fuzz $linux_targets $mcu_targets footprint"}
+targets=${*:-"native asan clang fuzz $linux_targets $mcu_targets footprint cmake subproject"}
 
 groups=native
 for t in $targets; do
@@ -20,6 +22,8 @@ for t in $targets; do
     native | asan) ;;
     clang | fuzz) groups="$groups checks" ;;
     cortex-m* | footprint) groups="$groups mcu" ;;
+    cmake) groups="$groups cmake mcu" ;;
+    subproject) groups="$groups mcu" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -58,6 +62,8 @@ for t in $targets; do
       echo "=== footprint"
       /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 ;;
     fuzz) scripts/fuzz.sh 60 ;;
+    cmake) scripts/cmake_check.sh ;;
+    subproject) scripts/subproject_check.sh ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;

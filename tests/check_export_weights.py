@@ -105,11 +105,11 @@ int main() {{
         exe = os.path.join(tmp, f"use_{name}_{lang}")
         with open(path, "w") as f:
             f.write(src)
-        # the C program links through the C++ driver (the library is C++), as microattn.h says
         cmd = [compiler] + flags + ["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", include, "-I", tmp, "-c", path,
                                     "-o", exe + ".o"]
         subprocess.run(cmd, check=True)
-        subprocess.run([cxx, exe + ".o", library, "-o", exe, "-lm"], check=True)
+        # C links with the C driver: the library needs nothing of the C++ runtime (microattn.h)
+        subprocess.run([compiler, exe + ".o", library, "-o", exe, "-lm"], check=True)
         out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
         results.append(np.array([float(v) for v in out]).reshape(len(layers), TOKENS, E))
     return results

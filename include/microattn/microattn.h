@@ -10,8 +10,8 @@
  *    single byte of its outputs (or the layer's buffer);
  *  - nothing allocates; scratch memory is the caller's, sized by the *_FLOATS macros below (integer constant
  *    expressions, for static arrays) or the functions of the same name.
- * Link with the library (libmicroattn.a, built from C++ with -fno-exceptions -fno-rtti) using the C++ driver
- * (g++, or a C++ linker language in CMake), or add libstdc++ and libm to a C link. */
+ * The library is C++ inside (built with -fno-exceptions -fno-rtti) but references nothing of the C++ runtime, only
+ * memcpy, memset and libm: a C program links it with the C compiler, e.g. `cc app.c -lmicroattn -lm`. */
 #ifndef MICROATTN_MICROATTN_H
 #define MICROATTN_MICROATTN_H
 
