@@ -39,7 +39,7 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 //  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
 //  - a query whose keys are all hidden (by mask and/or causal) gets a row of zeros, never NaN.
 //  - NaN or +inf in a query's scores (from q, k or the mask) makes that query's output row NaN.
-// Accuracy: see README "Accuracy" (scores are float dot products of length d_k; probabilities use a
+// Accuracy: see README "Numerical contract" (scores are float dot products of length d_k; probabilities use a
 // degree-6 exp2 within 1.5 ULP; the weighted sum of v accumulates n_kv terms in float).
 //
 // Errors (nothing is written to out or the workspace):

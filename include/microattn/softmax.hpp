@@ -12,8 +12,9 @@ namespace microattn {
 // Subtracting the row max first means no input overflows (rows like {1e4, 90} are fine).
 //   −inf entries give 0; a row that is all −inf gives all zeros (never NaN);
 //   a row containing NaN, or +inf, gives NaN in every entry of that row, and only that row.
-// Accuracy: each output is within 4 ULP + 2⁻²⁴·(row length) relative of the exact softmax of the float
-// inputs (exp error + the float row sum); see README "Accuracy".
+// Accuracy: each output is within (8 + spread + n)·2⁻²⁴ relative of the exact softmax of the float inputs, where
+// spread is the row's largest |x − max| (the rounding of x − max) and n its length (the float row sum): the
+// bound the tests check (README "Numerical contract").
 //
 // Errors (x untouched): null_pointer if x.data is null; invalid_shape if a dimension is 0 or stride < cols.
 Status softmax_rows(MatrixView<float> x) noexcept;
