@@ -133,7 +133,10 @@ microattn_status layer_forward(microattn_layer* layer, microattn_cview query, mi
 
 extern "C" {
 
-const char* microattn_status_string(microattn_status s) { return ma::to_string(static_cast<ma::Status>(s)); }
+const char* microattn_status_string(microattn_status s) {
+  if (s == MICROATTN_MISALIGNED) return "misaligned";  // also before the C++ Status names it
+  return ma::to_string(static_cast<ma::Status>(s));
+}
 
 const char* microattn_version(void) {
 #define MICROATTN_STR_(x) #x
@@ -176,6 +179,7 @@ microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, si
   const std::size_t needed = layer_floats(max_seq, model_dim, heads, kv_heads);
   if (needed == 0) return MICROATTN_INVALID_SHAPE;
   if (buffer_floats < needed) return MICROATTN_WORKSPACE_TOO_SMALL;
+  if (reinterpret_cast<std::uintptr_t>(buffer) % alignof(float) != 0) return MICROATTN_MISALIGNED;
   const std::size_t hd = model_dim / heads;
   if (overlaps_weights(buffer, needed, *weights, model_dim, kv_heads * hd)) return MICROATTN_ALIASING;
   microattn_layer l{};

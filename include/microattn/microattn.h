@@ -43,10 +43,11 @@ typedef enum {
   MICROATTN_INVALID_SHAPE = 2,       /* zero or mismatched dimension, stride < cols, more rows than a layer holds */
   MICROATTN_WORKSPACE_TOO_SMALL = 3, /* workspace or layer buffer smaller than its *_floats() value */
   MICROATTN_ALIASING = 4,            /* an output overlaps an input (except documented in-place use) */
-  MICROATTN_MISALIGNED = 5           /* a float pointer not aligned to float */
+  MICROATTN_MISALIGNED = 5           /* a float pointer not aligned to float (4 bytes) */
 } microattn_status;
 
-/* "ok", "null_pointer", ... (the C++ to_string names); never NULL, "unknown_status" for other values. */
+/* "ok", "null_pointer", ..., "misaligned" (the C++ to_string names); never NULL, "unknown_status" for other
+ * values. */
 const char* microattn_status_string(microattn_status s);
 
 /* ---- build information ------------------------------------------------------------------------------ */
@@ -167,9 +168,9 @@ typedef struct {
 size_t microattn_layer_buffer_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads);
 
 /* Sets *layer up over `buffer` (at least microattn_layer_buffer_floats(...) floats, any alignment, contents
- * irrelevant). Errors (*layer untouched): NULL_POINTER (layer, weights, q/k/v weight, buffer), INVALID_SHAPE
- * (as microattn_layer_buffer_floats returning 0), WORKSPACE_TOO_SMALL (buffer_floats too small), ALIASING (the
- * buffer overlaps a weight or bias array). */
+ * irrelevant). Errors (*layer untouched), in this order: NULL_POINTER (layer, weights, q/k/v weight, buffer),
+ * INVALID_SHAPE (as microattn_layer_buffer_floats returning 0), WORKSPACE_TOO_SMALL (buffer_floats too small),
+ * MISALIGNED (buffer not aligned to float), ALIASING (the buffer overlaps a weight or bias array). */
 microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
                                       size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
                                       size_t buffer_floats);
