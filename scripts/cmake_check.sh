@@ -45,23 +45,32 @@ cmake --build "$out/package" -j "$jobs" >>"$out/package.log"
 run_native "$out/package"
 
 echo "=== cmake: one source list"
-# The sources of the native CMake build and of the Meson build just configured (same machine, same rule).
-cmake_srcs=$(grep -o 'src/[a-z_/]*\.cpp\.o' "$out/native/microattn/CMakeFiles/microattn.dir/build.make" |
-  sed 's/\.o$//' | sort -u)
-meson_srcs=$(meson introspect --targets "$out/meson" | /usr/bin/python3 -c '
+# The library sources of a CMake and a Meson build of the same rule: the native builds above, and a scalar
+# configuration of each (configured only).
+cmake_sources() {  # CMake build dir of microattn
+  grep -o 'src/[a-z_/]*\.cpp\.o' "$1/CMakeFiles/microattn.dir/build.make" | sed 's/\.o$//' | sort -u
+}
+meson_sources() {  # Meson build dir
+  meson introspect --targets "$1" | /usr/bin/python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
     if t["name"] == "microattn":
         for s in t["target_sources"]:
             for f in s["sources"]:
-                print(os.path.relpath(f, sys.argv[1]))' "$root" | sort -u)
-if [ "$cmake_srcs" != "$meson_srcs" ]; then
-  echo "cmake_check: CMake and Meson compile different sources:" >&2
-  echo "cmake: $cmake_srcs" >&2
-  echo "meson: $meson_srcs" >&2
-  exit 1
-fi
-echo "$(echo "$cmake_srcs" | wc -l) sources, the same in both"
+                print(os.path.relpath(f, sys.argv[1]))' "$root" | sort -u
+}
+same_sources() {  # what, cmake list, meson list
+  if [ "$2" != "$3" ]; then
+    printf 'cmake_check: CMake and Meson compile different sources (%s):\ncmake: %s\nmeson: %s\n' "$1" "$2" "$3" >&2
+    exit 1
+  fi
+  echo "$1: $(echo "$2" | wc -l) sources, the same in both"
+}
+same_sources native "$(cmake_sources "$out/native/microattn")" "$(meson_sources "$out/meson")"
+cmake -S . -B "$out/scalar" -DMICROATTN_SIMD=scalar >"$out/scalar.log"
+meson setup "$out/meson-scalar" -Dsimd=scalar -Dtests=disabled -Dbenchmarks=disabled -Dexamples=false \
+  >"$out/meson-scalar.log"
+same_sources scalar "$(cmake_sources "$out/scalar")" "$(meson_sources "$out/meson-scalar")"
 
 echo "=== cmake: Cortex-M4 (toolchain file), under qemu-system-arm"
 cmake -S tests/cmake -B "$out/cortex-m4" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/cortex-m4.cmake" \
