@@ -1,6 +1,7 @@
 /* Firmware example in C: the model of main.cpp (one nn.MultiheadAttention(32, 4) layer, model_data.h) through
  * the C API, run once on the same fixed input and checked against the same host-computed output, with the
- * same tolerance; it prints the same lines as main.cpp, so the two can be compared by eye or by diff.
+ * same tolerance. It prints the same lines as main.cpp, a checksum of every output bit included: the test
+ * FirmwareExamplesAgree compares the two programs' output.
  *
  * The pattern to copy into a C firmware project:
  *  - weights are const arrays (flash), borrowed by the layer, never copied;
@@ -8,7 +9,9 @@
  *    microattn_layer_init only records the pointers: nothing is allocated at run time;
  *  - every call returns a microattn_status. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <microattn/microattn.h>
 
@@ -34,6 +37,7 @@ int main(void) {
   int mismatches = 0;
   float max_error = 0.0f;
   size_t i;
+  uint32_t checksum = 2166136261u; /* FNV-1a over the output's bytes: main.cpp prints the same */
 
   status = microattn_layer_init(&layer, MODEL_MAX_SEQ, MODEL_MODEL_DIM, MODEL_HEADS, MODEL_HEADS, &weights,
                                 layer_buffer, LAYER_FLOATS);
@@ -54,6 +58,13 @@ int main(void) {
   printf("y[0][0..3] = %.6f %.6f %.6f %.6f (host: %.6f %.6f %.6f %.6f)\n", (double)output[0], (double)output[1],
          (double)output[2], (double)output[3], (double)model_expected[0], (double)model_expected[1],
          (double)model_expected[2], (double)model_expected[3]);
+  for (i = 0; i < MODEL_TOKENS * MODEL_MODEL_DIM; ++i) {
+    uint32_t bits;
+    int b;
+    memcpy(&bits, &output[i], sizeof bits);
+    for (b = 0; b < 4; ++b) checksum = (checksum ^ ((bits >> (8 * b)) & 0xffu)) * 16777619u;
+  }
+  printf("output checksum %08lx\n", (unsigned long)checksum);
   printf("max |error| %.3g, tolerance %.0e + %.0e·|expected|: %s\n", (double)max_error, (double)tolerance_abs,
          (double)tolerance_rel, mismatches == 0 ? "PASS" : "FAIL");
   return mismatches == 0 ? 0 : 1;
