@@ -53,11 +53,12 @@ for t in $targets; do
     native) run_suite build -Dwerror=true ;;
     asan)
       run_suite build-asan -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all \
+        -Dc_args=-fno-sanitize-recover=all \
         -Dbuildtype=debugoptimized -Dbenchmarks=disabled ;;
     clang)
-      [ -f build-clang/build.ninja ] || export CXX=clang++
+      [ -f build-clang/build.ninja ] || export CC=clang CXX=clang++
       run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
-      unset CXX ;;
+      unset CC CXX ;;
     footprint)
       echo "=== footprint"
       /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 ;;
