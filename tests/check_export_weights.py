@@ -3,7 +3,7 @@
 here byte by byte, with float32, float16 and bfloat16 tensors, and a .npz), exports them, compiles programs that
 run every exported layer through the C API (C) and through MultiHeadAttention (C++), and compares their outputs
 with nn.MultiheadAttention's math in numpy float64 on the tensors as generated.
-Usage: check_export_weights.py EXPORT_SCRIPT INCLUDE_DIR LIBRARY CC CXX"""
+Usage: check_export_weights.py EXPORT_SCRIPT INCLUDE_DIR LIBRARY CC CXX [LINK_FLAG...]"""
 import json
 import os
 import struct
@@ -62,7 +62,7 @@ def mha(x, wq, wk, wv, bq, bk, bv, wo, bo, heads):
     return out if wo is None else out @ wo.T + (0 if bo is None else bo)
 
 
-def run_programs(tmp, header, name, layers, x, include, library, cc, cxx):
+def run_programs(tmp, header, name, layers, x, include, library, cc, cxx, link_flags):
     """Outputs (layers × TOKENS × E) of the C and the C++ program."""
     xs = ", ".join("%.9gf" % v for v in x.astype(np.float32).ravel())
     c_src = f"""#include <stdio.h>
@@ -109,7 +109,7 @@ int main() {{
                                     "-o", exe + ".o"]
         subprocess.run(cmd, check=True)
         # C links with the C driver: the library needs nothing of the C++ runtime (microattn.h)
-        subprocess.run([compiler, exe + ".o", library, "-o", exe, "-lm"], check=True)
+        subprocess.run([compiler, exe + ".o", library, "-o", exe, "-lm"] + link_flags, check=True)
         out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
         results.append(np.array([float(v) for v in out]).reshape(len(layers), TOKENS, E))
     return results
@@ -126,6 +126,7 @@ def compare(what, got, want):
 
 def main():
     export, include, library, cc, cxx = sys.argv[1:6]
+    link_flags = sys.argv[6:]
     rng = np.random.default_rng(11)
     x = rng.uniform(-1, 1, (TOKENS, E)).astype(np.float32).astype(np.float64)
 
@@ -158,7 +159,7 @@ def main():
         write_safetensors(model, st)
         header = os.path.join(tmp, "encoder_weights.h")
         subprocess.run([export, model, "--heads", str(HEADS), "-o", header, "--name", "enc"], check=True)
-        got = run_programs(tmp, header, "enc", range(2), x, include, library, cc, cxx)
+        got = run_programs(tmp, header, "enc", range(2), x, include, library, cc, cxx, link_flags)
         compare("safetensors MHA (C API)", got[0], want)
         compare("safetensors MHA (C++)", got[1], want)
         check(np.array_equal(got[0], got[1]), "C and C++ outputs differ")
@@ -188,7 +189,7 @@ def main():
         with open(header) as f:
             text = f.read()
         check("#define LLAMA_LAYERS 2" in text and "#define LLAMA_KV_HEADS 2" in text, "llama header macros")
-        got = run_programs(tmp, header, "llama", range(2), x, include, library, cc, cxx)
+        got = run_programs(tmp, header, "llama", range(2), x, include, library, cc, cxx, link_flags)
         compare("npz Llama GQA (C API)", got[0], want)
         compare("npz Llama GQA (C++)", got[1], want)
 
