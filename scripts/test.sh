@@ -9,12 +9,14 @@
 #   scripts/test.sh footprint    the Cortex-M4/M7/M55 flash, RAM and stack figures against their budgets
 #   scripts/test.sh mcu-bench    the Cortex-M instruction counts under QEMU against their budgets (+2 % at most)
 #   scripts/test.sh arm-bench    AArch64/ARMv7 instruction counts (microattn vs Eigen) against their budgets
+#   scripts/test.sh cmake        CMake consumers: in-tree, find_package after meson install, Cortex-M4 under QEMU
+#   scripts/test.sh subproject   a parent Meson project using microattn as a subproject (native, own M4 cross file)
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench"}
+targets=${*:-"native asan clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench cmake subproject"}
 
 groups=native
 for t in $targets; do
@@ -23,6 +25,8 @@ for t in $targets; do
     clang | fuzz) groups="$groups checks" ;;
     cortex-m* | footprint | mcu-bench) groups="$groups mcu" ;;
     arm-bench) groups="$groups cross peers" ;;
+    cmake) groups="$groups cmake mcu" ;;
+    subproject) groups="$groups mcu" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -52,11 +56,12 @@ for t in $targets; do
     native) run_suite build -Dwerror=true ;;
     asan)
       run_suite build-asan -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all \
+        -Dc_args=-fno-sanitize-recover=all \
         -Dbuildtype=debugoptimized -Dbenchmarks=disabled ;;
     clang)
-      [ -f build-clang/build.ninja ] || export CXX=clang++
+      [ -f build-clang/build.ninja ] || export CC=clang CXX=clang++
       run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
-      unset CXX ;;
+      unset CC CXX ;;
     footprint)
       echo "=== footprint"
       /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 build-cortex-m55 ;;
@@ -67,6 +72,8 @@ for t in $targets; do
     arm-bench)
       echo "=== arm-bench"
       scripts/arm_bench.sh --check ;;
+    cmake) scripts/cmake_check.sh ;;
+    subproject) scripts/subproject_check.sh ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;

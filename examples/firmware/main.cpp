@@ -8,7 +8,9 @@
 //  - forward() returns a Status instead of throwing (the library is built -fno-exceptions -fno-rtti).
 // Under QEMU, printf goes to the host through semihosting and main's return value becomes QEMU's exit status.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include <microattn/microattn.hpp>
 
@@ -50,6 +52,13 @@ int main() {
   std::printf("y[0][0..3] = %.6f %.6f %.6f %.6f (host: %.6f %.6f %.6f %.6f)\n", double{output[0]}, double{output[1]},
               double{output[2]}, double{output[3]}, double{model::expected[0]}, double{model::expected[1]},
               double{model::expected[2]}, double{model::expected[3]});
+  std::uint32_t checksum = 2166136261u;  // FNV-1a over the output's bytes: main.c must print the same
+  for (float v : output) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int b = 0; b < 4; ++b) checksum = (checksum ^ ((bits >> (8 * b)) & 0xffu)) * 16777619u;
+  }
+  std::printf("output checksum %08lx\n", static_cast<unsigned long>(checksum));
   std::printf("max |error| %.3g, tolerance %.0e + %.0e·|expected|: %s\n", double{max_error}, double{tolerance_abs},
               double{tolerance_rel}, mismatches == 0 ? "PASS" : "FAIL");
   return mismatches == 0 ? 0 : 1;

@@ -25,7 +25,8 @@ namespace microattn {
 // uses a few hundred bytes of stack.
 //
 // Accuracy: each element is a float sum of k products accumulated with FMA in blocks of matmul_block_k;
-// |error| <= (k + 2)·2⁻²⁴·Σ|a_ip·b_pj| (the usual dot-product bound), checked by the tests.
+// |error| <= 2·(k + 2)·2⁻²⁴·Σ_p|a_ip·b_pj| (the usual dot-product bound, with a factor 2 of margin), the bound
+// the tests check (README "Numerical contract").
 Status matmul(MatrixView<const float> a, MatrixView<const float> b, MatrixView<float> c,
               bool transpose_b = false) noexcept;
 

@@ -1,0 +1,194 @@
+/* microattn — the C API (C99; also valid C++, and includable together with microattn.hpp).
+ *
+ * Everything the C++ API offers, for C firmware (Zephyr, FreeRTOS, vendor SDKs): matmul, softmax_rows,
+ * exp_elements, fused attention, and multi-head attention layers over caller-provided memory. The same rules
+ * as the C++ API hold, and the C++ headers document each function in full (the names map one to one:
+ * microattn_matmul is microattn::matmul, and so on):
+ *  - matrices are row-major views {data, rows, cols, stride}: element (r, c) is data[r * stride + c], stride in
+ *    elements, stride >= cols, no alignment beyond that of float required;
+ *  - every function checks its arguments first and, on error, returns a non-OK status without writing a
+ *    single byte of its outputs (or the layer's buffer);
+ *  - nothing allocates; scratch memory is the caller's, sized by the *_FLOATS macros below (integer constant
+ *    expressions, for static arrays) or the functions of the same name.
+ * The library is C++ inside (built with -fno-exceptions -fno-rtti) but references nothing of the C++ runtime, only
+ * memcpy, memset and libm: a C program links it with the C compiler, e.g. `cc app.c -lmicroattn -lm`. */
+#ifndef MICROATTN_MICROATTN_H
+#define MICROATTN_MICROATTN_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- views ------------------------------------------------------------------------------------------ */
+
+/* An input matrix (read only) and an output matrix. A head h of a packed (seq × heads·d) matrix m is
+ * {m + h·d, seq, d, heads·d}: no copies. */
+typedef struct {
+  const float* data;
+  size_t rows, cols, stride;
+} microattn_cview;
+typedef struct {
+  float* data;
+  size_t rows, cols, stride;
+} microattn_view;
+
+/* ---- status ----------------------------------------------------------------------------------------- */
+
+/* The same values as microattn::Status (checked at compile time by the library). */
+typedef enum {
+  MICROATTN_OK = 0,                  /* success, outputs written */
+  MICROATTN_NULL_POINTER = 1,        /* a required pointer is null */
+  MICROATTN_INVALID_SHAPE = 2,       /* zero or mismatched dimension, stride < cols, more rows than a layer holds */
+  MICROATTN_WORKSPACE_TOO_SMALL = 3, /* workspace or layer buffer smaller than its *_floats() value */
+  MICROATTN_ALIASING = 4,            /* an output overlaps an input (except documented in-place use) */
+  MICROATTN_MISALIGNED = 5           /* a float pointer not aligned to float (4 bytes) */
+} microattn_status;
+
+/* "ok", "null_pointer", ..., "misaligned" (the C++ to_string names); never NULL, "unknown_status" for other
+ * values. */
+const char* microattn_status_string(microattn_status s);
+
+/* ---- build information ------------------------------------------------------------------------------ */
+
+/* "major.minor.patch" of the library linked. */
+const char* microattn_version(void);
+/* Kernel instruction set ("avx512bw", "fma3+avx2", "sse2", "neon64", "neon", "scalar") and matmul micro-kernel
+ * ("gemm_8x32_avx512", ..., "gemm_4x4_scalar") the library was built with. */
+const char* microattn_simd_arch(void);
+const char* microattn_matmul_kernel_name(void);
+
+/* ---- matmul, softmax, exp --------------------------------------------------------------------------- */
+
+/* c = a·b (a: m×k, b: k×n) or, with transpose_b != 0, c = a·bᵀ (b: n×k, the nn.Linear weight layout).
+ * c is m×n and overwritten. Errors: NULL_POINTER, INVALID_SHAPE, ALIASING (c shares an element with a or b). */
+microattn_status microattn_matmul(microattn_cview a, microattn_cview b, microattn_view c, int transpose_b);
+
+/* Every row of x becomes its softmax, in place. -inf entries give 0, a row of only -inf gives zeros; NaN or
+ * +inf in a row makes that row NaN. Errors: NULL_POINTER, INVALID_SHAPE. */
+microattn_status microattn_softmax_rows(microattn_view x);
+
+/* y[i] = e^x[i] for i < n; x == y is fine (in place), partial overlap is ALIASING; n == 0 is OK.
+ * At most MICROATTN_EXP_MAX_ULP ULP from the correctly rounded result for normal results. */
+microattn_status microattn_exp_elements(const float* x, float* y, size_t n);
+#define MICROATTN_EXP_MAX_ULP 1.5f
+
+/* ---- attention -------------------------------------------------------------------------------------- */
+
+/* The same meanings as microattn::AttentionOptions:
+ *   scale          0: 1/sqrt(d_k)
+ *   causal         non-zero: key j is visible to query i iff j <= i + causal_offset (offset 0: PyTorch's
+ *                  is_causal, top-left; n_kv - n_q: bottom-right, the decoding case)
+ *   mask           mask.data NULL: no mask; else an additive n_q × n_kv mask (-inf hides a key)
+ *   window         0: unlimited
+ * Zero-initialise it ({0} or memset) for the defaults. */
+typedef struct {
+  float scale;
+  int causal;
+  ptrdiff_t causal_offset;
+  microattn_cview mask;
+  size_t window;
+} microattn_attention_options;
+
+/* The attention tiles of the target (C++: microattn::attention_block_q / _kv in config.hpp). The defaults
+ * follow the target alone; override with -D for the library and its users alike. */
+#ifndef MICROATTN_ATTENTION_BLOCK_Q
+#if defined(__ARM_ARCH_PROFILE) && (__ARM_ARCH_PROFILE == 'M')
+#define MICROATTN_ATTENTION_BLOCK_Q 4
+#else
+#define MICROATTN_ATTENTION_BLOCK_Q 32
+#endif
+#endif
+#ifndef MICROATTN_ATTENTION_BLOCK_KV
+#if defined(__ARM_ARCH_PROFILE) && (__ARM_ARCH_PROFILE == 'M')
+#define MICROATTN_ATTENTION_BLOCK_KV 16
+#else
+#define MICROATTN_ATTENTION_BLOCK_KV 64
+#endif
+#endif
+
+/* Largest head size (d_k, d_v) attention takes. */
+#define MICROATTN_ATTENTION_MAX_HEAD_DIM 65536u
+
+/* Scratch floats microattn_attention needs, for head sizes d_k and d_v (never depends on n_q or n_kv):
+ *   BLOCK_Q · (d_k + d_v + BLOCK_KV + 3) + 16      e.g. 6256 for d = 64 (Cortex-M: 604). Any alignment. */
+#define MICROATTN_ATTENTION_WORKSPACE_FLOATS(d_k, d_v) \
+  ((size_t)MICROATTN_ATTENTION_BLOCK_Q * ((size_t)(d_k) + (size_t)(d_v) + MICROATTN_ATTENTION_BLOCK_KV + 3u) + 16u)
+size_t microattn_attention_workspace_floats(size_t d_k, size_t d_v);
+
+/* out (n_q × d_v) = softmax(q·kᵀ·scale + mask)·v; q: n_q × d_k, k: n_kv × d_k, v: n_kv × d_v. options NULL:
+ * the defaults. A query that sees no key gets zeros. Errors (nothing written to out or the workspace):
+ *   NULL_POINTER (q, k, v, out or workspace), INVALID_SHAPE, WORKSPACE_TOO_SMALL
+ *   (workspace_floats < microattn_attention_workspace_floats(d_k, d_v)), ALIASING (out or the workspace
+ *   overlaps an input, or each other). */
+microattn_status microattn_attention(microattn_cview q, microattn_cview k, microattn_cview v, microattn_view out,
+                                     float* workspace, size_t workspace_floats,
+                                     const microattn_attention_options* options);
+
+/* ---- layers ----------------------------------------------------------------------------------------- */
+
+/* Weights in nn.Linear layout (out_features × in_features, row-major), borrowed, never copied: they must
+ * outlive the layer (const arrays in flash are the intended case). head_dim = model_dim / heads.
+ *   q_weight: model_dim × model_dim           k_weight, v_weight: (kv_heads·head_dim) × model_dim
+ *   q_bias: model_dim   k_bias, v_bias: kv_heads·head_dim             (NULL: no bias)
+ *   out_weight: model_dim × model_dim, out_bias: model_dim   (out_weight NULL: y is the concatenated heads)
+ * For PyTorch's nn.MultiheadAttention, q/k/v_weight are the three row blocks of in_proj_weight, q/k/v_bias
+ * those of in_proj_bias, out_weight/out_bias are out_proj.weight/bias (scripts/export_weights.py writes them). */
+typedef struct {
+  const float* q_weight;
+  const float* k_weight;
+  const float* v_weight;
+  const float* q_bias;
+  const float* k_bias;
+  const float* v_bias;
+  const float* out_weight;
+  const float* out_bias;
+} microattn_layer_weights;
+
+/* A multi-head attention layer (C++: MultiHeadAttention<max_seq, model_dim, heads, kv_heads>) over a float
+ * buffer the caller provides. Fill it with microattn_layer_init only; the fields are readable, but writing
+ * them is undefined. The buffer holds K and V of max_seq rows, one query tile and the attention workspace. */
+typedef struct {
+  size_t max_seq, model_dim, heads, kv_heads, head_dim;
+  microattn_layer_weights weights;
+  float* buffer;
+  size_t buffer_floats;
+  size_t reserved_[4]; /* state of the layer's later features (the KV cache); zeroed by init */
+} microattn_layer;
+
+/* Floats of buffer a layer needs (C++: MultiHeadAttention<...>::buffer_floats; ram_bytes = 4 × this):
+ *   2·max_seq·kv_heads·head_dim + 2·BLOCK_Q·model_dim + ATTENTION_WORKSPACE_FLOATS(head_dim, head_dim)
+ * The function returns 0 for an invalid shape (a zero size, model_dim % heads, heads % kv_heads, or a head
+ * dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM) or when the count overflows size_t. */
+#define MICROATTN_LAYER_BUFFER_FLOATS(max_seq, model_dim, heads, kv_heads)                   \
+  (2u * (size_t)(max_seq) * ((size_t)(kv_heads) * ((size_t)(model_dim) / (size_t)(heads))) + \
+   2u * (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(model_dim) +                          \
+   MICROATTN_ATTENTION_WORKSPACE_FLOATS((size_t)(model_dim) / (size_t)(heads), (size_t)(model_dim) / (size_t)(heads)))
+size_t microattn_layer_buffer_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads);
+
+/* Sets *layer up over `buffer` (at least microattn_layer_buffer_floats(...) floats, any alignment, contents
+ * irrelevant). Errors (*layer untouched), in this order: NULL_POINTER (layer, weights, q/k/v weight, buffer),
+ * INVALID_SHAPE (as microattn_layer_buffer_floats returning 0), WORKSPACE_TOO_SMALL (buffer_floats too small),
+ * MISALIGNED (buffer not aligned to float), ALIASING (the buffer overlaps a weight or bias array). */
+microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                      size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
+                                      size_t buffer_floats);
+
+/* Self-attention over x (rows <= max_seq, cols == model_dim); y (x.rows × model_dim) may be exactly x (same data
+ * and stride: in place). options NULL: the defaults (scale 1/sqrt(head_dim), no mask, not causal). Errors as
+ * microattn_attention, plus INVALID_SHAPE for rows > max_seq or cols != model_dim, NULL_POINTER for a layer
+ * that was never initialised (zeroed), ALIASING for y overlapping x (other than exactly), the mask, a weight
+ * or the layer's buffer. Nothing is written to y on error. */
+microattn_status microattn_layer_forward(microattn_layer* layer, microattn_cview x, microattn_view y,
+                                         const microattn_attention_options* options);
+/* Cross-attention: queries from `query`, keys and values from `context` (rows <= max_seq each); y
+ * (query.rows × model_dim) may be exactly query or exactly context. */
+microattn_status microattn_layer_forward_cross(microattn_layer* layer, microattn_cview query, microattn_cview context,
+                                               microattn_view y, const microattn_attention_options* options);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MICROATTN_MICROATTN_H */

@@ -1,0 +1,536 @@
+/* The C API (microattn.h) from C: every function against a double-precision reference written here, over shapes
+ * that cross the vector and tile edges, outputs inside NaN canaries, and every error path writing nothing.
+ * Compiled as C99 on every target (native, Linux cross, Cortex-M under QEMU); the exit status is the verdict. */
+#include <microattn/microattn.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond, ...)                                       \
+  do {                                                         \
+    ++checks;                                                  \
+    if (!(cond)) {                                             \
+      if (++failures <= 20) {                                  \
+        printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+        printf(__VA_ARGS__);                                   \
+        printf("\n");                                          \
+      }                                                        \
+    }                                                          \
+  } while (0)
+
+static const double unit_roundoff = 5.9604644775390625e-8; /* 2^-24 */
+
+/* xorshift32: the same values on every target. */
+static unsigned rng_state = 2463534242u;
+static float uniform(float lo, float hi) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 17;
+  rng_state ^= rng_state << 5;
+  return lo + (hi - lo) * (float)((rng_state >> 8) * (1.0 / 16777216.0));
+}
+static void fill(float* p, size_t n, float bound) {
+  size_t i;
+  for (i = 0; i < n; ++i) p[i] = uniform(-bound, bound);
+}
+
+/* Canary arena: every float not written by a correct call is NaN with this payload. */
+#define ARENA_FLOATS 40000
+static float arena[ARENA_FLOATS];
+static float arena_copy[ARENA_FLOATS];
+static float canary(void) {
+  const unsigned bits = 0x7fc0beefu;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+static void arena_reset(void) {
+  const float c = canary();
+  size_t i;
+  for (i = 0; i < ARENA_FLOATS; ++i) arena[i] = c;
+}
+/* An output view of rows × cols at arena + offset with a row gap of `gap` floats. */
+static microattn_view arena_view(size_t offset, size_t rows, size_t cols, size_t gap) {
+  microattn_view v;
+  v.data = arena + offset;
+  v.rows = rows;
+  v.cols = cols;
+  v.stride = cols + gap;
+  return v;
+}
+static size_t view_end(microattn_view v) { return (size_t)(v.data - arena) + (v.rows - 1) * v.stride + v.cols; }
+/* Every canary outside the view survived, and every element inside it was written (is not the canary). */
+static int canaries_intact(microattn_view v) {
+  size_t i, begin = (size_t)(v.data - arena), end = view_end(v);
+  unsigned c_bits, a_bits;
+  const float c = canary();
+  memcpy(&c_bits, &c, sizeof c_bits);
+  for (i = 0; i < ARENA_FLOATS; ++i) {
+    const int inside = i >= begin && i < end && (i - begin) % v.stride < v.cols;
+    memcpy(&a_bits, &arena[i], sizeof a_bits);
+    if (inside == (a_bits == c_bits)) return 0;
+  }
+  return 1;
+}
+static float at(microattn_view v, size_t r, size_t c) { return v.data[r * v.stride + c]; }
+static microattn_cview cview(const float* data, size_t rows, size_t cols, size_t stride) {
+  microattn_cview v;
+  v.data = data;
+  v.rows = rows;
+  v.cols = cols;
+  v.stride = stride;
+  return v;
+}
+static microattn_cview as_input(microattn_view v) { return cview(v.data, v.rows, v.cols, v.stride); }
+
+/* ---- double references -------------------------------------------------------------------------------- */
+
+static double ref_dot(const float* a, size_t lda, const float* b, size_t ldb, int tb, size_t i, size_t j, size_t k,
+                      double* abs_sum) {
+  double s = 0, sa = 0;
+  size_t p;
+  for (p = 0; p < k; ++p) {
+    const double x = (double)a[i * lda + p] * (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+    s += x;
+    sa += fabs(x);
+  }
+  *abs_sum = sa;
+  return s;
+}
+
+static void test_strings_and_build(void) {
+  static const char* const names[] = {"ok", "null_pointer", "invalid_shape", "workspace_too_small", "aliasing"};
+  int s;
+  for (s = MICROATTN_OK; s <= MICROATTN_ALIASING; ++s)
+    CHECK(strcmp(microattn_status_string((microattn_status)s), names[s]) == 0, "status %d: %s", s,
+          microattn_status_string((microattn_status)s));
+  CHECK(MICROATTN_MISALIGNED == 5, "MICROATTN_MISALIGNED = %d", (int)MICROATTN_MISALIGNED);
+  CHECK(strcmp(microattn_status_string(MICROATTN_MISALIGNED), "misaligned") == 0, "misaligned's name");
+  CHECK(strcmp(microattn_status_string((microattn_status)99), "unknown_status") == 0, "unknown value");
+  CHECK(microattn_version() != NULL && microattn_version()[0] >= '0' && microattn_version()[0] <= '9', "version");
+  CHECK(microattn_simd_arch() != NULL && microattn_simd_arch()[0] != '\0', "simd_arch");
+  CHECK(microattn_matmul_kernel_name() != NULL && strncmp(microattn_matmul_kernel_name(), "gemm_", 5) == 0,
+        "kernel name %s", microattn_matmul_kernel_name());
+}
+
+static void test_size_formulas(void) {
+  static const size_t dims[] = {1, 3, 8, 16, 64, 80, 128};
+  size_t i, j;
+  for (i = 0; i < sizeof dims / sizeof dims[0]; ++i)
+    for (j = 0; j < sizeof dims / sizeof dims[0]; ++j)
+      CHECK(MICROATTN_ATTENTION_WORKSPACE_FLOATS(dims[i], dims[j]) ==
+                microattn_attention_workspace_floats(dims[i], dims[j]),
+            "workspace macro differs at %u, %u", (unsigned)dims[i], (unsigned)dims[j]);
+  CHECK(MICROATTN_LAYER_BUFFER_FLOATS(64, 64, 4, 4) == microattn_layer_buffer_floats(64, 64, 4, 4), "layer macro");
+  CHECK(MICROATTN_LAYER_BUFFER_FLOATS(40, 48, 6, 2) == microattn_layer_buffer_floats(40, 48, 6, 2), "layer macro");
+  CHECK(MICROATTN_LAYER_BUFFER_FLOATS(3, 2, 1, 1) == microattn_layer_buffer_floats(3, 2, 1, 1), "layer macro");
+  CHECK(microattn_layer_buffer_floats(0, 64, 4, 4) == 0, "max_seq 0");
+  CHECK(microattn_layer_buffer_floats(8, 30, 4, 4) == 0, "model_dim %% heads");
+  CHECK(microattn_layer_buffer_floats(8, 64, 4, 3) == 0, "heads %% kv_heads");
+  CHECK(microattn_layer_buffer_floats((size_t)-1 / 4, 64, 1, 1) == 0, "overflow");
+}
+
+static void test_matmul(void) {
+  static const size_t sizes[] = {1, 3, 4, 5, 8, 9, 16, 17, 33};
+  static float a[33 * 40], b[40 * 40];
+  const size_t ns = sizeof sizes / sizeof sizes[0];
+  size_t im, ik, in;
+  int tb;
+  for (tb = 0; tb <= 1; ++tb)
+    for (im = 0; im < ns; ++im)
+      for (ik = 0; ik < ns; ++ik)
+        for (in = 0; in < ns; in += 2) {
+          const size_t m = sizes[im], k = sizes[ik], n = sizes[in], lda = k + 2, ldb = (tb ? k : n) + 1;
+          microattn_view c;
+          size_t i, j;
+          int bad = 0;
+          fill(a, m * lda, 1.0f);
+          fill(b, (tb ? n : k) * ldb, 1.0f);
+          arena_reset();
+          c = arena_view(5, m, n, 3);
+          CHECK(microattn_matmul(cview(a, m, k, lda), cview(b, tb ? n : k, tb ? k : n, ldb), c, tb) == MICROATTN_OK,
+                "matmul %u %u %u", (unsigned)m, (unsigned)k, (unsigned)n);
+          for (i = 0; i < m; ++i)
+            for (j = 0; j < n; ++j) {
+              double sa;
+              const double want = ref_dot(a, lda, b, ldb, tb, i, j, k, &sa);
+              if (!(fabs(at(c, i, j) - want) <= 2.0 * ((double)k + 2.0) * unit_roundoff * sa + 1e-37)) ++bad;
+            }
+          CHECK(bad == 0, "matmul %ux%ux%u transpose %d: %d elements out of bound", (unsigned)m, (unsigned)k,
+                (unsigned)n, tb, bad);
+          CHECK(canaries_intact(c), "matmul %ux%ux%u: canary", (unsigned)m, (unsigned)k, (unsigned)n);
+        }
+}
+
+static void test_softmax_and_exp(void) {
+  static const size_t sizes[] = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 65};
+  static float x[65], y[65];
+  size_t ir, ic, i;
+  for (ir = 0; ir < 5; ++ir)
+    for (ic = 0; ic < sizeof sizes / sizeof sizes[0]; ++ic) {
+      const size_t rows = sizes[ir], cols = sizes[ic];
+      microattn_view v;
+      size_t r, c;
+      int bad = 0;
+      arena_reset();
+      v = arena_view(1, rows, cols, 2);
+      for (r = 0; r < rows; ++r)
+        for (c = 0; c < cols; ++c) v.data[r * v.stride + c] = uniform(-20.0f, 20.0f);
+      if (rows > 2)
+        for (c = 0; c < cols; ++c) v.data[2 * v.stride + c] = -INFINITY; /* a row of -inf gives zeros */
+      memcpy(arena_copy, arena, sizeof arena);
+      CHECK(microattn_softmax_rows(v) == MICROATTN_OK, "softmax");
+      for (r = 0; r < rows; ++r) {
+        const float* in = arena_copy + 1 + r * v.stride;
+        double m = -INFINITY, s = 0, spread = 0;
+        for (c = 0; c < cols; ++c) m = in[c] > m ? in[c] : m;
+        for (c = 0; c < cols; ++c)
+          if (m != -INFINITY) {
+            s += exp((double)in[c] - m);
+            spread = fabs(in[c] - m) > spread && in[c] != -INFINITY ? fabs(in[c] - m) : spread;
+          }
+        for (c = 0; c < cols; ++c) {
+          const double want = m == -INFINITY ? 0.0 : exp((double)in[c] - m) / s;
+          if (!(fabs(at(v, r, c) - want) <= (8.0 + spread + (double)cols) * unit_roundoff * want + 1e-37)) ++bad;
+        }
+      }
+      CHECK(bad == 0, "softmax %ux%u: %d out of bound", (unsigned)rows, (unsigned)cols, bad);
+      CHECK(canaries_intact(v), "softmax canary");
+    }
+
+  for (i = 0; i < 65; ++i) x[i] = uniform(-87.0f, 88.0f);
+  x[0] = -INFINITY;
+  x[1] = 0.0f;
+  CHECK(microattn_exp_elements(x, y, 65) == MICROATTN_OK, "exp");
+  for (i = 0; i < 65; ++i) {
+    const double want = exp((double)x[i]);
+    /* 1.5 ULP of a normal float is at most 1.5·2^-23 relative */
+    CHECK(fabs(y[i] - want) <= MICROATTN_EXP_MAX_ULP * 2.0 * unit_roundoff * want, "exp(%g) = %g, want %g",
+          (double)x[i], (double)y[i], want);
+  }
+  CHECK(microattn_exp_elements(x, x, 65) == MICROATTN_OK && memcmp(x, y, sizeof y) == 0, "exp in place");
+  CHECK(microattn_exp_elements(x, x + 1, 64) == MICROATTN_ALIASING, "exp partial overlap");
+  CHECK(microattn_exp_elements(NULL, y, 3) == MICROATTN_NULL_POINTER, "exp null");
+  CHECK(microattn_exp_elements(NULL, NULL, 0) == MICROATTN_OK, "exp n = 0");
+}
+
+/* out = softmax(q·kᵀ·scale + mask)·v in double; weighted_abs = Σ_j p_ij·|v_jc| and score_abs for the bound. */
+static void ref_attention(const float* q, const float* k, const float* v, size_t n_q, size_t n_kv, size_t d_k,
+                          size_t d_v, size_t lds, const microattn_attention_options* o, double* out,
+                          double* weighted_abs, double* score_abs) {
+  static double s[80], sa[80];
+  size_t i, j, c, p;
+  const double scale = o->scale != 0.0f ? (double)o->scale : 1.0 / sqrt((double)d_k);
+  for (i = 0; i < n_q; ++i) {
+    double m = -INFINITY, sum = 0;
+    score_abs[i] = 0;
+    for (j = 0; j < n_kv; ++j) {
+      double dot = 0, dot_abs = 0;
+      const double mask = o->mask.data != NULL ? (double)o->mask.data[i * o->mask.stride + j] : 0.0;
+      for (p = 0; p < d_k; ++p) {
+        dot += (double)q[i * lds + p] * (double)k[j * lds + p];
+        dot_abs += fabs((double)q[i * lds + p] * (double)k[j * lds + p]);
+      }
+      s[j] = dot * scale + mask;
+      if (o->causal && (ptrdiff_t)j > (ptrdiff_t)i + o->causal_offset) s[j] = -INFINITY;
+      if (s[j] != -INFINITY) {
+        sa[j] = fabs(scale) * dot_abs + fabs(mask);
+        score_abs[i] = sa[j] > score_abs[i] ? sa[j] : score_abs[i];
+      }
+      m = s[j] > m ? s[j] : m;
+    }
+    for (j = 0; j < n_kv; ++j) {
+      s[j] = m == -INFINITY ? 0.0 : exp(s[j] - m);
+      sum += s[j];
+    }
+    for (c = 0; c < d_v; ++c) {
+      double acc = 0, acc_abs = 0;
+      for (j = 0; j < n_kv; ++j) {
+        acc += s[j] * (double)v[j * lds + c];
+        acc_abs += s[j] * fabs((double)v[j * lds + c]);
+      }
+      out[i * d_v + c] = sum > 0 ? acc / sum : 0.0;
+      weighted_abs[i * d_v + c] = sum > 0 ? acc_abs / sum : 0.0;
+    }
+  }
+}
+
+static float ws[MICROATTN_ATTENTION_WORKSPACE_FLOATS(16, 16)]; /* an integer constant expression */
+
+static void test_attention(void) {
+  static const size_t n_qs[] = {1, 3, 4, 5, 33}, n_kvs[] = {1, 2, 15, 16, 17, 65, 80}, ds[] = {1, 3, 8, 16};
+  static float q[80 * 17], k[80 * 17], v[80 * 17], mask[33 * 80];
+  static double want[80 * 16], wabs[80 * 16], sabs[80];
+  size_t iq, ikv, id, mode;
+  for (id = 0; id < sizeof ds / sizeof ds[0]; ++id)
+    for (iq = 0; iq < sizeof n_qs / sizeof n_qs[0]; ++iq)
+      for (ikv = 0; ikv < sizeof n_kvs / sizeof n_kvs[0]; ++ikv)
+        for (mode = 0; mode < 5; ++mode) {
+          const size_t d = ds[id], n_q = n_qs[iq], n_kv = n_kvs[ikv], lds = d + 1;
+          microattn_attention_options opt;
+          microattn_view out;
+          size_t i, c;
+          int bad = 0;
+          memset(&opt, 0, sizeof opt);
+          fill(q, n_q * lds, 1.0f);
+          fill(k, n_kv * lds, 1.0f);
+          fill(v, n_kv * lds, 1.0f);
+          if (mode == 1) opt.causal = 1; /* top-left */
+          if (mode == 2) {
+            opt.causal = 1; /* bottom-right: decoding */
+            opt.causal_offset = (ptrdiff_t)n_kv - (ptrdiff_t)n_q;
+          }
+          if (mode == 3) { /* a mask with hidden keys and a fully hidden first row, explicit scale */
+            for (i = 0; i < n_q * n_kv; ++i) mask[i] = (i % 3 == 0 || i < n_kv) ? -INFINITY : uniform(-2.0f, 2.0f);
+            opt.mask = cview(mask, n_q, n_kv, n_kv);
+            opt.scale = 0.3f;
+          }
+          arena_reset();
+          out = arena_view(3, n_q, d, 1);
+          CHECK(microattn_attention(cview(q, n_q, d, lds), cview(k, n_kv, d, lds), cview(v, n_kv, d, lds), out, ws,
+                                    sizeof ws / sizeof ws[0], mode == 4 ? NULL : &opt) == MICROATTN_OK,
+                "attention");
+          ref_attention(q, k, v, n_q, n_kv, d, d, lds, &opt, want, wabs, sabs);
+          for (i = 0; i < n_q; ++i)
+            for (c = 0; c < d; ++c) {
+              const double rel = 2.0 * (((double)d + 6.0) * sabs[i] + 3.0) * unit_roundoff +
+                                 (2.0 * (double)n_kv + 24.0) * unit_roundoff;
+              if (!(fabs(at(out, i, c) - want[i * d + c]) <= rel * wabs[i * d + c] + 1e-30)) ++bad;
+            }
+          CHECK(bad == 0, "attention n_q %u n_kv %u d %u mode %u: %d out of bound", (unsigned)n_q, (unsigned)n_kv,
+                (unsigned)d, (unsigned)mode, bad);
+          CHECK(canaries_intact(out), "attention canary");
+        }
+}
+
+/* Every error leaves the output (and everything else in the arena) bit-for-bit untouched. */
+static void test_bad_input(void) {
+  static float a[64], b[64];
+  const size_t wsn = microattn_attention_workspace_floats(4, 4);
+  microattn_view out;
+  microattn_cview in;
+  fill(a, 64, 1.0f);
+  fill(b, 64, 1.0f);
+  arena_reset();
+  out = arena_view(0, 4, 4, 0);
+  in = cview(a, 4, 4, 4);
+  memcpy(arena_copy, arena, sizeof arena);
+#define UNTOUCHED (memcmp(arena, arena_copy, sizeof arena) == 0)
+  CHECK(microattn_matmul(cview(NULL, 4, 4, 4), in, out, 0) == MICROATTN_NULL_POINTER && UNTOUCHED, "matmul null");
+  CHECK(microattn_matmul(in, cview(b, 3, 4, 4), out, 0) == MICROATTN_INVALID_SHAPE && UNTOUCHED, "matmul shape");
+  CHECK(microattn_matmul(cview(a, 4, 4, 3), in, out, 0) == MICROATTN_INVALID_SHAPE && UNTOUCHED, "stride < cols");
+  CHECK(microattn_matmul(as_input(out), in, out, 0) == MICROATTN_ALIASING && UNTOUCHED, "matmul aliasing");
+  CHECK(microattn_softmax_rows(arena_view(0, 0, 4, 0)) == MICROATTN_INVALID_SHAPE && UNTOUCHED, "softmax shape");
+  out.data = NULL;
+  CHECK(microattn_softmax_rows(out) == MICROATTN_NULL_POINTER && UNTOUCHED, "softmax null");
+  out.data = arena;
+  CHECK(microattn_attention(in, in, in, out, NULL, wsn, NULL) == MICROATTN_NULL_POINTER && UNTOUCHED, "ws null");
+  CHECK(microattn_attention(in, cview(b, 4, 3, 4), in, out, arena + 100, wsn, NULL) == MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "attention shape");
+  CHECK(microattn_attention(in, in, in, out, arena + 100, wsn - 1, NULL) == MICROATTN_WORKSPACE_TOO_SMALL && UNTOUCHED,
+        "workspace one float short");
+  CHECK(microattn_attention(in, in, as_input(out), out, arena + 100, wsn, NULL) == MICROATTN_ALIASING && UNTOUCHED,
+        "attention aliasing");
+  CHECK(microattn_attention(in, in, in, out, arena + 2, wsn, NULL) == MICROATTN_ALIASING && UNTOUCHED,
+        "workspace over out");
+  {
+    microattn_attention_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.mask = cview(b, 4, 3, 3);
+    CHECK(microattn_attention(in, in, in, out, arena + 100, wsn, &opt) == MICROATTN_INVALID_SHAPE && UNTOUCHED,
+          "mask shape");
+  }
+#undef UNTOUCHED
+}
+
+/* ---- layers --------------------------------------------------------------------------------------------- */
+
+enum { L_SEQ = 12, L_DIM = 16, L_HEADS = 4, L_KV = 2, L_HD = L_DIM / L_HEADS, L_KVD = L_KV * L_HD };
+static float wq[L_DIM * L_DIM], wk[L_KVD * L_DIM], wv[L_KVD * L_DIM], wo[L_DIM * L_DIM];
+static float bq[L_DIM], bk[L_KVD], bv[L_KVD], bo[L_DIM];
+static float layer_buffer[MICROATTN_LAYER_BUFFER_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV)];
+
+/* x·wᵀ + b in double; w: n × in. */
+static void ref_linear(const double* x, size_t rows, size_t in, const float* w, const float* b, size_t n, double* y) {
+  size_t r, c, p;
+  for (r = 0; r < rows; ++r)
+    for (c = 0; c < n; ++c) {
+      double s = b != NULL ? (double)b[c] : 0.0;
+      for (p = 0; p < in; ++p) s += x[r * in + p] * (double)w[c * in + p];
+      y[r * n + c] = s;
+    }
+}
+
+/* nn.MultiheadAttention math (with grouped key/value heads) in double. */
+static void ref_layer(const float* query, size_t n_q, const float* context, size_t n_kv, int causal, double* y) {
+  static double xq[L_SEQ * L_DIM], xc[L_SEQ * L_DIM], qp[L_SEQ * L_DIM], kp[L_SEQ * L_KVD], vp[L_SEQ * L_KVD];
+  static double heads[L_SEQ * L_DIM], s[L_SEQ];
+  size_t i, j, h, c;
+  for (i = 0; i < n_q * L_DIM; ++i) xq[i] = query[i];
+  for (i = 0; i < n_kv * L_DIM; ++i) xc[i] = context[i];
+  ref_linear(xq, n_q, L_DIM, wq, bq, L_DIM, qp);
+  ref_linear(xc, n_kv, L_DIM, wk, bk, L_KVD, kp);
+  ref_linear(xc, n_kv, L_DIM, wv, bv, L_KVD, vp);
+  for (h = 0; h < L_HEADS; ++h) {
+    const size_t g = h / (L_HEADS / L_KV);
+    for (i = 0; i < n_q; ++i) {
+      double m = -INFINITY, sum = 0;
+      for (j = 0; j < n_kv; ++j) {
+        double dot = 0;
+        for (c = 0; c < L_HD; ++c) dot += qp[i * L_DIM + h * L_HD + c] * kp[j * L_KVD + g * L_HD + c];
+        s[j] = causal && j > i ? -INFINITY : dot / sqrt((double)L_HD);
+        m = s[j] > m ? s[j] : m;
+      }
+      for (j = 0; j < n_kv; ++j) {
+        s[j] = exp(s[j] - m);
+        sum += s[j];
+      }
+      for (c = 0; c < L_HD; ++c) {
+        double acc = 0;
+        for (j = 0; j < n_kv; ++j) acc += s[j] * vp[j * L_KVD + g * L_HD + c];
+        heads[i * L_DIM + h * L_HD + c] = acc / sum;
+      }
+    }
+  }
+  ref_linear(heads, n_q, L_DIM, wo, bo, L_DIM, y);
+}
+
+static int layer_matches(microattn_view y, const double* want, size_t n_kv) {
+  size_t r, c;
+  for (r = 0; r < y.rows; ++r) {
+    double row_max = 0;
+    for (c = 0; c < L_DIM; ++c) row_max = fabs(want[r * L_DIM + c]) > row_max ? fabs(want[r * L_DIM + c]) : row_max;
+    for (c = 0; c < L_DIM; ++c)
+      if (!(fabs(at(y, r, c) - want[r * L_DIM + c]) <=
+            8.0 * (3.0 * L_DIM + 2.0 * (double)n_kv + 32.0) * unit_roundoff * row_max + 1e-6))
+        return 0;
+  }
+  return 1;
+}
+
+static void test_layer(void) {
+  static float x[L_SEQ * L_DIM], ctx[L_SEQ * L_DIM];
+  static double want[L_SEQ * L_DIM];
+  microattn_layer_weights w;
+  microattn_layer layer, zeroed;
+  microattn_attention_options opt;
+  microattn_view y;
+  size_t n;
+  fill(wq, sizeof wq / sizeof wq[0], 0.3f);
+  fill(wk, sizeof wk / sizeof wk[0], 0.3f);
+  fill(wv, sizeof wv / sizeof wv[0], 0.3f);
+  fill(wo, sizeof wo / sizeof wo[0], 0.3f);
+  fill(bq, L_DIM, 0.3f);
+  fill(bk, L_KVD, 0.3f);
+  fill(bv, L_KVD, 0.3f);
+  fill(bo, L_DIM, 0.3f);
+  memset(&w, 0, sizeof w);
+  memset(&zeroed, 0, sizeof zeroed);
+
+  /* init errors leave *layer untouched */
+  layer = zeroed;
+  CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
+                             sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_NULL_POINTER,
+        "init without weights");
+  w.q_weight = wq;
+  w.k_weight = wk;
+  w.v_weight = wv;
+  w.q_bias = bq;
+  w.k_bias = bk;
+  w.v_bias = bv;
+  w.out_weight = wo;
+  w.out_bias = bo;
+  CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, 3, 1, &w, layer_buffer, 100000) == MICROATTN_INVALID_SHAPE,
+        "16 %% 3");
+  CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
+                             microattn_layer_buffer_floats(L_SEQ, L_DIM, L_HEADS, L_KV) - 1) ==
+            MICROATTN_WORKSPACE_TOO_SMALL,
+        "buffer one float short");
+  CHECK(microattn_layer_init(&layer, 1, 2, 1, 1, &w, wo, 100000) == MICROATTN_ALIASING, "buffer over a weight");
+  CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, (float*)(void*)((char*)layer_buffer + 1),
+                             sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_MISALIGNED,
+        "misaligned buffer");
+  CHECK(memcmp(&layer, &zeroed, sizeof layer) == 0, "init wrote on error");
+  CHECK(microattn_layer_forward(&layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) ==
+            MICROATTN_NULL_POINTER,
+        "forward on an uninitialised layer");
+  CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
+                             sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_OK,
+        "init");
+  CHECK(layer.head_dim == L_HD && layer.buffer == layer_buffer, "layer fields");
+
+  memset(&opt, 0, sizeof opt);
+  for (n = 1; n <= L_SEQ; n += 5) {
+    fill(x, n * L_DIM, 1.0f);
+    fill(ctx, L_SEQ * L_DIM, 1.0f);
+    /* self-attention, options NULL */
+    arena_reset();
+    y = arena_view(2, n, L_DIM, 3);
+    CHECK(microattn_layer_forward(&layer, cview(x, n, L_DIM, L_DIM), y, NULL) == MICROATTN_OK, "forward");
+    ref_layer(x, n, x, n, 0, want);
+    CHECK(layer_matches(y, want, n) && canaries_intact(y), "layer self n %u", (unsigned)n);
+    /* causal */
+    opt.causal = 1;
+    arena_reset();
+    CHECK(microattn_layer_forward(&layer, cview(x, n, L_DIM, L_DIM), y, &opt) == MICROATTN_OK, "forward causal");
+    ref_layer(x, n, x, n, 1, want);
+    CHECK(layer_matches(y, want, n) && canaries_intact(y), "layer causal n %u", (unsigned)n);
+    opt.causal = 0;
+    /* cross-attention over a full context */
+    arena_reset();
+    CHECK(microattn_layer_forward_cross(&layer, cview(x, n, L_DIM, L_DIM), cview(ctx, L_SEQ, L_DIM, L_DIM), y, &opt) ==
+              MICROATTN_OK,
+          "forward cross");
+    ref_layer(x, n, ctx, L_SEQ, 0, want);
+    CHECK(layer_matches(y, want, L_SEQ) && canaries_intact(y), "layer cross n %u", (unsigned)n);
+    /* in place: y is x */
+    ref_layer(x, n, x, n, 0, want);
+    y.data = x;
+    y.stride = L_DIM;
+    CHECK(microattn_layer_forward(&layer, cview(x, n, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+              layer_matches(y, want, n),
+          "layer in place n %u", (unsigned)n);
+  }
+
+  /* errors: nothing written */
+  arena_reset();
+  y = arena_view(0, 2, L_DIM, 0);
+  memcpy(arena_copy, arena, sizeof arena);
+  CHECK(microattn_layer_forward(&layer, cview(x, L_SEQ + 1, L_DIM, L_DIM), arena_view(0, L_SEQ + 1, L_DIM, 0), NULL) ==
+            MICROATTN_INVALID_SHAPE,
+        "more rows than max_seq");
+  CHECK(microattn_layer_forward(&layer, cview(x, 2, L_DIM - 1, L_DIM), y, NULL) == MICROATTN_INVALID_SHAPE,
+        "cols != model_dim");
+  CHECK(microattn_layer_forward(&layer, cview(layer_buffer, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_ALIASING,
+        "input in the layer's buffer");
+  CHECK(microattn_layer_forward(&layer, as_input(y), arena_view(L_DIM, 2, L_DIM, 0), NULL) == MICROATTN_ALIASING,
+        "y overlaps x");
+  CHECK(microattn_layer_forward(NULL, cview(x, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_NULL_POINTER, "null layer");
+  CHECK(memcmp(arena, arena_copy, sizeof arena) == 0, "layer errors wrote");
+  {
+    microattn_view in_buffer;
+    in_buffer.data = layer_buffer + 5;
+    in_buffer.rows = 2;
+    in_buffer.cols = L_DIM;
+    in_buffer.stride = L_DIM;
+    CHECK(microattn_layer_forward(&layer, cview(x, 2, L_DIM, L_DIM), in_buffer, NULL) == MICROATTN_ALIASING,
+          "y in the layer's buffer");
+  }
+}
+
+int main(void) {
+  test_strings_and_build();
+  test_size_formulas();
+  test_matmul();
+  test_softmax_and_exp();
+  test_attention();
+  test_bad_input();
+  test_layer();
+  printf("microattn %s C API (%s, %s): %d checks, %d failed\n", microattn_version(), microattn_simd_arch(),
+         microattn_matmul_kernel_name(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
