@@ -74,7 +74,112 @@ inline std::size_t causal_visible(std::size_t i, std::ptrdiff_t off, std::size_t
   return min_size(static_cast<std::size_t>(end), n_kv);
 }
 
+// Few-query path: row r's P·V where some visible row of V holds NaN or ±inf may have picked up 0·NaN from a
+// key the row does not see (probability exactly 0). The fast pass cannot tell, so the driver checks each output
+// row at the end (d_v floats, instead of a scan of all of V per call) and recomputes a non-finite one with this
+// P·V: same scores and softmax, V applied in runs of nonzero probabilities only.
+void rows_pv_skipping_zeros(const Kernels& kern, const float* p, std::size_t bk, const float* v, std::size_t ldv,
+                            std::size_t d_v, float alpha, float* o) noexcept {
+  for (std::size_t c = 0; c < d_v; ++c) o[c] *= alpha;
+  static constexpr float one = 1.0f;
+  for (std::size_t j = 0; j < bk;) {
+    if (p[j] == 0.0f) {  // a NaN probability (the query saw a NaN score) still contributes, as it must
+      ++j;
+      continue;
+    }
+    std::size_t run = 1;
+    while (j + run < bk && p[j + run] != 0.0f) ++run;
+    kern.rows_axpy(p + j, 0, 1, run, v + j * ldv, ldv, d_v, &one, o, 0);
+    j += run;
+  }
+}
+
 }  // namespace
+
+void attention_run_heads(const Kernels& kern, const QueryHeads& qh, MatrixView<const float> k,
+                         MatrixView<const float> v, float* workspace, const AttentionOptions& options) noexcept {
+  constexpr std::size_t rows_max = attention_block_q;  // rows per pass over K and V
+  constexpr std::size_t bc = attention_block_kv;
+  const std::size_t n_q = qh.q.rows, n_kv = k.rows, d_k = qh.q.cols, d_v = v.cols;
+  const std::size_t rows = qh.heads * n_q;
+
+  // The workspace of the tile path, carved by rows instead of lanes: rows_max × (d_k + d_v + bc + 3) floats.
+  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
+  float* ws = workspace + ((64 - addr % 64) % 64) / sizeof(float);
+  float* qs = ws;                  // rows_max × d_k: queries pre-multiplied by scale·log2(e)
+  float* o = qs + rows_max * d_k;  // rows_max × d_v: un-normalised outputs
+  float* s = o + rows_max * d_v;   // rows_max × bc: scores of a key block, then probabilities
+  float* m = s + rows_max * bc;    // rows_max each: running max, running sum, rescale factor
+  float* l = m + rows_max;
+  float* alpha = l + rows_max;
+
+  const float scale = options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
+  const float q_factor = scale * log2e;
+  const MatrixView<const float>& mask = options.mask;
+  auto query_of = [&](std::size_t r) { return r % n_q; };  // row r: head r / n_q, query r % n_q
+  auto q_row = [&](std::size_t r) { return qh.q.data + (r / n_q) * qh.q_head_offset + (r % n_q) * qh.q.stride; };
+  auto out_row = [&](std::size_t r) {
+    return qh.out.data + (r / n_q) * qh.out_head_offset + (r % n_q) * qh.out.stride;
+  };
+
+  // Rows [r0, r0 + nr) over the keys they see: scores, mask, hiding outside each row's [lo, hi), online softmax,
+  // P·V (guarded: only runs of nonzero probabilities, for the recompute of a non-finite row).
+  auto run_rows = [&](std::size_t r0, std::size_t nr, bool guarded) {
+    std::size_t first = n_kv, last = 0;
+    for (std::size_t r = 0; r < nr; ++r) {
+      const float* src = q_row(r0 + r);
+      for (std::size_t p = 0; p < d_k; ++p) qs[r * d_k + p] = src[p] * q_factor;
+      for (std::size_t c = 0; c < d_v; ++c) o[r * d_v + c] = 0.0f;
+      m[r] = -INFINITY;
+      l[r] = 0.0f;
+      const KeyRange seen = visible_keys(query_of(r0 + r), n_kv, options);
+      if (seen.lo < seen.hi) {
+        first = min_size(first, seen.lo);
+        last = seen.hi > last ? seen.hi : last;
+      }
+    }
+    for (std::size_t j0 = first; j0 < last; j0 += bc) {
+      const std::size_t bk = min_size(bc, last - j0);
+      kern.rows_dot(qs, d_k, nr, d_k, k.data + j0 * k.stride, k.stride, bk, s, bc);
+      for (std::size_t r = 0; r < nr; ++r) {
+        float* sr = s + r * bc;
+        const std::size_t i = query_of(r0 + r);
+        if (mask.data != nullptr) {
+          const float* mrow = mask.data + i * mask.stride + j0;
+          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show)
+          for (std::size_t j = 0; j < bk; ++j) sr[j] = mrow[j] == -INFINITY ? -INFINITY : sr[j] + mrow[j] * log2e;
+        }
+        const KeyRange seen = visible_keys(i, n_kv, options);
+        if (seen.lo > j0 || seen.hi < j0 + bk)
+          for (std::size_t j = 0; j < bk; ++j)
+            if (j0 + j < seen.lo || j0 + j >= seen.hi) sr[j] = -INFINITY;
+      }
+      kern.rows_softmax(s, bc, nr, bk, m, l, alpha);
+      if (!guarded)
+        kern.rows_axpy(s, bc, nr, bk, v.data + j0 * v.stride, v.stride, d_v, alpha, o, d_v);
+      else
+        rows_pv_skipping_zeros(kern, s, bk, v.data + j0 * v.stride, v.stride, d_v, alpha[0], o);
+    }
+  };
+
+  // Normalise into out; a query that saw no key (l == 0) gets zeros, not 0/0.
+  auto store_row = [&](std::size_t r, const float* orow, float lr) {
+    float* dst = out_row(r);
+    const float inv = lr == 0.0f ? 0.0f : 1.0f / lr;
+    for (std::size_t c = 0; c < d_v; ++c) dst[c] = lr == 0.0f ? 0.0f : orow[c] * inv;
+  };
+  for (std::size_t r0 = 0; r0 < rows; r0 += rows_max) {
+    const std::size_t nr = min_size(rows_max, rows - r0);
+    run_rows(r0, nr, false);
+    for (std::size_t r = 0; r < nr; ++r) store_row(r0 + r, o + r * d_v, l[r]);
+    // A non-finite output row may hold a hidden key's 0·NaN: recompute it guarded (it may stay non-finite, rightly).
+    for (std::size_t r = 0; r < nr; ++r)
+      if (!row_finite(out_row(r0 + r), d_v)) {
+        run_rows(r0 + r, 1, true);
+        store_row(r0 + r, o, l[0]);
+      }
+  }
+}
 
 Status attention_check_shapes(MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
                               MatrixView<float> out, const AttentionOptions& options) noexcept {
@@ -103,6 +208,12 @@ Status attention_check(MatrixView<const float> q, MatrixView<const float> k, Mat
 
 void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
                    MatrixView<float> out, float* workspace, const AttentionOptions& options) noexcept {
+  // Few queries: one query per row instead of per lane (a tile would fill one lane of a vector per query). The
+  // window is honoured on that path only so far, so a windowed call takes it whatever n_q is.
+  if (q.rows <= kern.few_query_max || options.window != 0) {
+    attention_run_heads(kern, {q, 0, out, 0, 1}, k, v, workspace, options);
+    return;
+  }
   constexpr std::size_t br = attention_block_q;
   constexpr std::size_t bc = attention_block_kv;
   const std::size_t n_q = q.rows, n_kv = k.rows, d_k = q.cols, d_v = v.cols;

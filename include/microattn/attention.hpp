@@ -14,6 +14,10 @@ struct AttentionOptions {
   bool causal = false;               // key j is visible to query i iff j <= i + causal_offset
   std::ptrdiff_t causal_offset = 0;  // 0: top-left, as PyTorch's is_causal; n_kv - n_q: bottom-right (decoding)
   MatrixView<const float> mask{};    // optional additive n_q × n_kv mask (-inf hides a key); data == nullptr: none
+  // clang-format off
+  std::size_t window = 0;   // 0: unlimited. causal: key j is visible to query i iff i + causal_offset − window < j <= i + causal_offset
+                            //   (Mistral's sliding window); not causal: iff |j − (i + causal_offset)| < window (local attention)
+  // clang-format on
 };
 
 // Largest head size attention() takes (d_k and d_v); larger gives invalid_shape.

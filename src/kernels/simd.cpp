@@ -8,6 +8,7 @@
 #endif
 #include <xsimd/xsimd.hpp>
 
+#include <array>
 #include <cstdint>
 #include <utility>
 
@@ -218,7 +219,7 @@ void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, s
   }
 }
 
-void gemm_simd(const GemmArgs& g) noexcept {
+void gemm_packed(const GemmArgs& g) noexcept {
   alignas(64) float bp[gemm_kc * gemm_nc];
   alignas(64) float edge[gemm_mr * gemm_nr];  // ragged right edge: computed whole here, then copied
   for (std::size_t jc = 0; jc < g.n; jc += gemm_nc) {
@@ -487,6 +488,202 @@ void attn_store_out_simd(const float* ot, const float* l, std::size_t bq, std::s
   }
 }
 
+// --- few rows (layout in kernels.hpp) ----------------------------------------------------------------------
+// Decoding attends one query (or a few) to a long K/V, and a decoding step's projections are matmuls with m = 1.
+// Queries in the lanes would fill one lane per query; here the head dim (or matmul's k) is in the lanes instead.
+
+// Scores `lanes` keys at a time: acc[j] gathers key j's products across the head dim lane-wise, and one haddp
+// turns the `lanes` accumulators into a vector of scores with the keys in the lanes (no horizontal sum per key).
+// The inner dimension runs in chunks of rows_dot_kc floats, so `lanes` rows of k (16 KiB on AVX-512) stay in L1
+// while every row of q reuses them (matmul with a long k reads b once whatever m is).
+constexpr std::size_t rows_dot_kc = 256;
+
+// Lane i of the result = the sum of the lanes of rows[i]. xsimd 8.1's AVX-512 haddp returns lanes 2–3 and 4–5 of
+// each quarter swapped (found by this kernel's tests), hence a tree of our own there: pairs of rows interleaved
+// and added, then quads, then the four 128-bit quarters transposed and added (30 shuffles, 15 adds).
+#if XSIMD_WITH_AVX512F
+inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept {
+  __m512 t[8], u[4];
+  for (int i = 0; i < 8; ++i)  // quarter k of t[i]: row 2i's lanes 4k+0/1 + 4k+2/3, row 2i+1's, interleaved
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]),
+                         _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // quarter k of u[i]: the sums of quarter k of rows 4i … 4i+3
+    u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 v01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xee));
+  const __m512 v23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xee));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, 0x88), _mm512_shuffle_f32x4(v01, v23, 0xdd));
+}
+#else
+inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept { return xsimd::haddp(rows); }
+#endif
+
+void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
+                   std::size_t bk, float* s, std::size_t lds) noexcept {
+  const std::size_t dv = d - d % lanes;  // the vector part of the inner dimension; the rest is added in scalar
+  const std::size_t chunks = dv == 0 ? 1 : (dv + rows_dot_kc - 1) / rows_dot_kc;
+  for (std::size_t j0 = 0; j0 < bk; j0 += lanes) {
+    const std::size_t nk = bk - j0 < lanes ? bk - j0 : lanes;
+    std::size_t off[lanes];  // row offsets of the group's keys; missing keys of a short group re-read key j0
+    for (std::size_t j = 0; j < lanes; ++j) off[j] = (j < nk ? j0 + j : j0) * ldk;
+    for (std::size_t ch = 0; ch < chunks; ++ch) {
+      const std::size_t p0 = ch * rows_dot_kc, p1 = p0 + rows_dot_kc < dv ? p0 + rows_dot_kc : dv;
+      const bool first = ch == 0, last = ch + 1 == chunks;
+      for (std::size_t r = 0; r < nr; ++r) {
+        const float* qr = q + r * ldq;
+        float* sr = s + r * lds + j0;
+        vfloat acc[lanes];
+        for (std::size_t j = 0; j < lanes; ++j) acc[j] = vfloat(0.0f);
+        for (std::size_t p = p0; p < p1; p += lanes) {
+          const vfloat qv = vfloat::load_unaligned(qr + p);
+          for (std::size_t j = 0; j < lanes; ++j)
+            acc[j] = xsimd::fma(qv, vfloat::load_unaligned(k + off[j] + p), acc[j]);
+        }
+        const vfloat h = sum_lanes_of_rows(acc);
+        if (nk == lanes && first && last && dv == d) {
+          h.store_unaligned(sr);
+          continue;
+        }
+        alignas(64) float hs[lanes];
+        h.store_aligned(hs);
+        for (std::size_t j = 0; j < nk; ++j) {
+          if (last)
+            for (std::size_t p = dv; p < d; ++p) hs[j] = fmadd(qr[p], k[off[j] + p], hs[j]);
+          sr[j] = first ? hs[j] : sr[j] + hs[j];
+        }
+      }
+    }
+  }
+}
+
+void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk, float* m, float* l,
+                       float* alpha) noexcept {
+  const std::size_t bv = bk - bk % lanes;
+  for (std::size_t r = 0; r < nr; ++r) {
+    float* sr = s + r * lds;
+    vfloat vmax(m[r]);
+    for (std::size_t j = 0; j < bv; j += lanes) vmax = xsimd::max(vmax, vfloat::load_unaligned(sr + j));
+    float mb = horizontal_max(vmax);
+    for (std::size_t j = bv; j < bk; ++j) mb = sr[j] > mb ? sr[j] : mb;
+    // A NaN that max dropped shows in its own 2^(NaN − m), hence in l: the row comes out NaN.
+    const float m_use = mb == -INFINITY ? 0.0f : mb;
+    alpha[r] = exp2_nonpositive_scalar(m[r] - m_use);
+    const vfloat vm(m_use);
+    vfloat vsum(0.0f);
+    for (std::size_t j = 0; j < bv; j += lanes) {
+      const vfloat p = exp2_nonpositive_vec(vfloat::load_unaligned(sr + j) - vm);
+      p.store_unaligned(sr + j);
+      vsum += p;
+    }
+    float sum = xsimd::hadd(vsum);
+    for (std::size_t j = bv; j < bk; ++j) {
+      sr[j] = exp2_nonpositive_scalar(sr[j] - m_use);
+      sum += sr[j];
+    }
+    l[r] = fmadd(l[r], alpha[r], sum);
+    m[r] = mb;
+  }
+}
+
+// P·V (and matmul with small m, b not transposed) as AXPYs over the rows of v: a tile of RR rows × CV vectors
+// of columns accumulates in registers while each row of v is loaded once for all RR rows. CH independent chains
+// (alternate keys) hide the FMA latency when the tile is small. Sized to the register file: at most 16
+// accumulators with 32 registers (AVX-512, NEON64), 8 with 16.
+constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
+constexpr std::size_t axpy_rows_max = 8;
+constexpr std::size_t axpy_vectors(std::size_t rr) {
+  return rr * 4 <= axpy_acc_budget ? 4 : rr * 2 <= axpy_acc_budget ? 2 : 1;
+}
+constexpr std::size_t axpy_chains(std::size_t rr, std::size_t cv) { return rr * cv * 2 <= axpy_acc_budget ? 2 : 1; }
+
+template <std::size_t RR, std::size_t CV, std::size_t CH>
+void rows_axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv,
+                    const float* alpha, float* o, std::size_t ldo) noexcept {
+  vfloat acc[CH][RR][CV];
+  for (std::size_t h = 0; h < CH; ++h)
+    for (std::size_t r = 0; r < RR; ++r)
+      for (std::size_t c = 0; c < CV; ++c) acc[h][r][c] = vfloat(0.0f);
+  std::size_t j = 0;
+  for (; j + CH <= bk; j += CH)
+    for (std::size_t h = 0; h < CH; ++h) {
+      vfloat vj[CV];
+      for (std::size_t c = 0; c < CV; ++c) vj[c] = vfloat::load_unaligned(v + (j + h) * ldv + c * lanes);
+      for (std::size_t r = 0; r < RR; ++r) {
+        const vfloat pr(p[r * ldp + j + h]);
+        for (std::size_t c = 0; c < CV; ++c) acc[h][r][c] = xsimd::fma(pr, vj[c], acc[h][r][c]);
+      }
+    }
+  for (; j < bk; ++j)
+    for (std::size_t r = 0; r < RR; ++r) {
+      const vfloat pr(p[r * ldp + j]);
+      for (std::size_t c = 0; c < CV; ++c)
+        acc[0][r][c] = xsimd::fma(pr, vfloat::load_unaligned(v + j * ldv + c * lanes), acc[0][r][c]);
+    }
+  for (std::size_t r = 0; r < RR; ++r)
+    for (std::size_t c = 0; c < CV; ++c) {
+      vfloat sum = acc[0][r][c];
+      for (std::size_t h = 1; h < CH; ++h) sum += acc[h][r][c];
+      float* op = o + r * ldo + c * lanes;
+      if (alpha != nullptr) sum = xsimd::fma(vfloat::load_unaligned(op), vfloat(alpha[r]), sum);
+      sum.store_unaligned(op);
+    }
+}
+
+template <std::size_t RR>
+void rows_axpy_group(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
+                     const float* alpha, float* o, std::size_t ldo) noexcept {
+  constexpr std::size_t cv = axpy_vectors(RR);
+  constexpr std::size_t width = cv * lanes;
+  std::size_t c = 0;
+  for (; c + width <= d_v; c += width)
+    rows_axpy_tile<RR, cv, axpy_chains(RR, cv)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+  for (; c + lanes <= d_v; c += lanes)
+    rows_axpy_tile<RR, 1, axpy_chains(RR, 1)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+  for (; c < d_v; ++c)  // columns short of a vector
+    for (std::size_t r = 0; r < RR; ++r) {
+      float acc = 0.0f;
+      for (std::size_t j = 0; j < bk; ++j) acc = fmadd(p[r * ldp + j], v[j * ldv + c], acc);
+      float& out = o[r * ldo + c];
+      out = alpha != nullptr ? fmadd(out, alpha[r], acc) : acc;
+    }
+}
+
+using rows_axpy_fn = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
+                              const float*, float*, std::size_t) noexcept;
+template <std::size_t... I>
+constexpr std::array<rows_axpy_fn, sizeof...(I)> make_axpy_table(std::index_sequence<I...>) {
+  return {{&rows_axpy_group<I + 1>...}};
+}
+constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_rows_max>{});
+
+void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
+                    std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+  for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
+    const std::size_t rr = nr - r0 < axpy_rows_max ? nr - r0 : axpy_rows_max;
+    rows_axpy_groups[rr - 1](p + r0 * ldp, ldp, bk, v, ldv, d_v, alpha != nullptr ? alpha + r0 : nullptr, o + r0 * ldo,
+                             ldo);
+  }
+}
+
+// matmul: up to gemm_small_m rows of a go through the row kernels, which read b in place (b transposed: dot
+// products with its rows; not transposed: AXPYs over them) instead of packing all of b for a handful of rows.
+constexpr std::size_t gemm_small_m = 8;
+
+void gemm_simd(const GemmArgs& g) noexcept {
+  if (g.m <= gemm_small_m) {
+    if (g.transpose_b)
+      rows_dot_simd(g.a, g.lda, g.m, g.k, g.b, g.ldb, g.n, g.c, g.ldc);
+    else
+      rows_axpy_simd(g.a, g.lda, g.m, g.k, g.b, g.ldb, g.n, nullptr, g.c, g.ldc);
+    return;
+  }
+  gemm_packed(g);
+}
+
+// Attention takes the few-query path up to this many queries (bench_attention BM_few_queries: the tile path costs
+// a whole vector of queries, the row path one query at a time).
+constexpr std::size_t few_query_max = 8;
+
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
 constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
 
@@ -502,7 +699,11 @@ const Kernels simd_table{arch::name(),
                          attn_pv_simd,
                          attn_pack_q_simd,
                          attn_store_out_simd,
-                         exp2_nonpositive_simd};
+                         exp2_nonpositive_simd,
+                         few_query_max,
+                         rows_dot_simd,
+                         rows_softmax_simd,
+                         rows_axpy_simd};
 
 }  // namespace
 
