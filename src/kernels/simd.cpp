@@ -492,12 +492,6 @@ void attn_store_out_simd(const float* ot, const float* l, std::size_t bq, std::s
 // Decoding attends one query (or a few) to a long K/V, and a decoding step's projections are matmuls with m = 1.
 // Queries in the lanes would fill one lane per query; here the head dim (or matmul's k) is in the lanes instead.
 
-// Scores `lanes` keys at a time: acc[j] gathers key j's products across the head dim lane-wise, and one haddp
-// turns the `lanes` accumulators into a vector of scores with the keys in the lanes (no horizontal sum per key).
-// The inner dimension runs in chunks of rows_dot_kc floats, so `lanes` rows of k (16 KiB on AVX-512) stay in L1
-// while every row of q reuses them (matmul with a long k reads b once whatever m is).
-constexpr std::size_t rows_dot_kc = 256;
-
 // Lane i of the result = the sum of the lanes of rows[i]. xsimd 8.1's AVX-512 haddp returns lanes 2–3 and 4–5 of
 // each quarter swapped (found by this kernel's tests), hence a tree of our own there: pairs of rows interleaved
 // and added, then quads, then the four 128-bit quarters transposed and added (30 shuffles, 15 adds).
@@ -518,40 +512,129 @@ inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept {
 inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept { return xsimd::haddp(rows); }
 #endif
 
+// Dot products: a tile of RK rows × KK keys keeps U partial accumulators per pair, each gathering products across
+// the inner dimension lane-wise; at the end one sum_lanes_of_rows turns the RK·KK accumulators into one vector of
+// dot products (no horizontal sum per pair). RK·KK·U = lanes: with several rows each key load feeds RK FMAs
+// (attention with a few queries, matmul with small m); long rows (matmul) take fewer keys and unroll the inner
+// dimension instead, so fewer rows of b stream at once. Tiles missing rows or keys re-read the first one.
+template <std::size_t RK, std::size_t KK, std::size_t U>
+void rows_dot_tile(const float* q, std::size_t ldq, std::size_t nr, const float* k, std::size_t ldk, std::size_t nk,
+                   std::size_t d, float* s, std::size_t lds) noexcept {
+  static_assert(RK * KK * U <= lanes, "one vector of dot products per tile");
+  const float* qr[RK];
+  const float* kj[KK];
+  for (std::size_t r = 0; r < RK; ++r) qr[r] = q + (r < nr ? r : 0) * ldq;
+  for (std::size_t j = 0; j < KK; ++j) kj[j] = k + (j < nk ? j : 0) * ldk;
+  vfloat acc[RK][KK][U];
+  for (std::size_t r = 0; r < RK; ++r)
+    for (std::size_t j = 0; j < KK; ++j)
+      for (std::size_t u = 0; u < U; ++u) acc[r][j][u] = vfloat(0.0f);
+  const std::size_t dv = d - d % lanes;
+  std::size_t p = 0;
+  for (; p + U * lanes <= dv; p += U * lanes)
+    for (std::size_t u = 0; u < U; ++u)
+      for (std::size_t r = 0; r < RK; ++r) {
+        const vfloat qv = vfloat::load_unaligned(qr[r] + p + u * lanes);
+        for (std::size_t j = 0; j < KK; ++j)
+          acc[r][j][u] = xsimd::fma(qv, vfloat::load_unaligned(kj[j] + p + u * lanes), acc[r][j][u]);
+      }
+  for (; p < dv; p += lanes)
+    for (std::size_t r = 0; r < RK; ++r) {
+      const vfloat qv = vfloat::load_unaligned(qr[r] + p);
+      for (std::size_t j = 0; j < KK; ++j)
+        acc[r][j][0] = xsimd::fma(qv, vfloat::load_unaligned(kj[j] + p), acc[r][j][0]);
+    }
+  vfloat rows[lanes];
+  for (std::size_t i = RK * KK; i < lanes; ++i) rows[i] = vfloat(0.0f);
+  for (std::size_t r = 0; r < RK; ++r)
+    for (std::size_t j = 0; j < KK; ++j) {
+      rows[r * KK + j] = acc[r][j][0];
+      for (std::size_t u = 1; u < U; ++u) rows[r * KK + j] += acc[r][j][u];
+    }
+  alignas(64) float dots[lanes];
+  sum_lanes_of_rows(rows).store_aligned(dots);
+  for (std::size_t r = 0; r < RK && r < nr; ++r)
+    for (std::size_t j = 0; j < KK && j < nk; ++j) {
+      float dot = dots[r * KK + j];
+      for (std::size_t t = dv; t < d; ++t) dot = fmadd(qr[r][t], kj[j][t], dot);  // the inner dimension's tail
+      s[r * lds + j] = dot;
+    }
+}
+
+// One row against `lanes` keys with a head dim of NQV whole vectors (attention while decoding, d = 64: 4 on
+// AVX-512): q sits in registers and each key is one short chain of NQV FMAs, so a single pointer walks the keys.
+template <std::size_t NQV>
+void rows_dot_row_tile(const float* q, const float* k, std::size_t ldk, std::size_t nk, std::size_t d,
+                       float* s) noexcept {
+  vfloat qv[NQV];
+  for (std::size_t v = 0; v < NQV; ++v) qv[v] = vfloat::load_unaligned(q + v * lanes);
+  vfloat rows[lanes];
+  for (std::size_t j = 0; j < lanes; ++j) {
+    const float* kj = k + (j < nk ? j : 0) * ldk;
+    vfloat acc = qv[0] * vfloat::load_unaligned(kj);
+    for (std::size_t v = 1; v < NQV; ++v) acc = xsimd::fma(qv[v], vfloat::load_unaligned(kj + v * lanes), acc);
+    rows[j] = acc;
+  }
+  const vfloat dots = sum_lanes_of_rows(rows);
+  if (nk == lanes && d == NQV * lanes) {
+    dots.store_unaligned(s);
+    return;
+  }
+  alignas(64) float ds[lanes];
+  dots.store_aligned(ds);
+  for (std::size_t j = 0; j < nk; ++j) {
+    float dot = ds[j];
+    for (std::size_t t = NQV * lanes; t < d; ++t) dot = fmadd(q[t], k[j * ldk + t], dot);
+    s[j] = dot;
+  }
+}
+using rows_dot_row_fn = void (*)(const float*, const float*, std::size_t, std::size_t, std::size_t, float*) noexcept;
+constexpr std::size_t row_tile_vectors_max = 8;  // head dims up to 8 vectors (128 floats on AVX-512)
+template <std::size_t... I>
+constexpr std::array<rows_dot_row_fn, sizeof...(I)> make_row_tiles(std::index_sequence<I...>) {
+  return {{&rows_dot_row_tile<I + 1>...}};
+}
+constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_tile_vectors_max>{});
+
+using rows_dot_fn = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
+                             std::size_t, float*, std::size_t) noexcept;
+// [rows: 1, 2, 4][short, long inner dimension]
+constexpr std::size_t dot_long = 256;  // longer rows than this unroll the inner dimension (matmul)
+constexpr rows_dot_fn rows_dot_tiles[3][2] = {
+    {&rows_dot_tile<1, lanes, 1>, &rows_dot_tile<1, lanes / 2, 2>},
+    {&rows_dot_tile<2, lanes / 2, 1>, &rows_dot_tile<2, lanes / 4 < 1 ? 1 : lanes / 4, lanes / 4 < 1 ? 1 : 2>},
+    {&rows_dot_tile<4, lanes / 4, 1>, &rows_dot_tile<4, lanes / 4, 1>}};
+constexpr std::size_t rows_dot_keys[3][2] = {
+    {lanes, lanes / 2}, {lanes / 2, lanes / 4 < 1 ? 1 : lanes / 4}, {lanes / 4, lanes / 4}};
+
 void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                    std::size_t bk, float* s, std::size_t lds) noexcept {
-  const std::size_t dv = d - d % lanes;  // the vector part of the inner dimension; the rest is added in scalar
-  const std::size_t chunks = dv == 0 ? 1 : (dv + rows_dot_kc - 1) / rows_dot_kc;
-  for (std::size_t j0 = 0; j0 < bk; j0 += lanes) {
-    const std::size_t nk = bk - j0 < lanes ? bk - j0 : lanes;
-    std::size_t off[lanes];  // row offsets of the group's keys; missing keys of a short group re-read key j0
-    for (std::size_t j = 0; j < lanes; ++j) off[j] = (j < nk ? j0 + j : j0) * ldk;
-    for (std::size_t ch = 0; ch < chunks; ++ch) {
-      const std::size_t p0 = ch * rows_dot_kc, p1 = p0 + rows_dot_kc < dv ? p0 + rows_dot_kc : dv;
-      const bool first = ch == 0, last = ch + 1 == chunks;
-      for (std::size_t r = 0; r < nr; ++r) {
-        const float* qr = q + r * ldq;
-        float* sr = s + r * lds + j0;
-        vfloat acc[lanes];
-        for (std::size_t j = 0; j < lanes; ++j) acc[j] = vfloat(0.0f);
-        for (std::size_t p = p0; p < p1; p += lanes) {
-          const vfloat qv = vfloat::load_unaligned(qr + p);
-          for (std::size_t j = 0; j < lanes; ++j)
-            acc[j] = xsimd::fma(qv, vfloat::load_unaligned(k + off[j] + p), acc[j]);
-        }
-        const vfloat h = sum_lanes_of_rows(acc);
-        if (nk == lanes && first && last && dv == d) {
-          h.store_unaligned(sr);
-          continue;
-        }
-        alignas(64) float hs[lanes];
-        h.store_aligned(hs);
-        for (std::size_t j = 0; j < nk; ++j) {
-          if (last)
-            for (std::size_t p = dv; p < d; ++p) hs[j] = fmadd(qr[p], k[off[j] + p], hs[j]);
-          sr[j] = first ? hs[j] : sr[j] + hs[j];
-        }
+  const std::size_t nqv = d / lanes;
+  if (nr == 1 && nqv >= 1 && nqv <= row_tile_vectors_max) {
+    for (std::size_t j0 = 0; j0 < bk; j0 += lanes)
+      rows_dot_row_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
+    return;
+  }
+  const std::size_t lng = d > dot_long ? 1 : 0;
+  // Keys outer, rows inner: a tile's keys (KK rows of k) stay in L1 while every group of rows uses them.
+  const std::size_t tile_rows = nr >= 4 ? 2 : nr >= 2 ? 1 : 0;
+  const std::size_t kk = rows_dot_keys[tile_rows][lng];
+  for (std::size_t j0 = 0; j0 < bk; j0 += kk) {
+    const std::size_t nk = bk - j0 < kk ? bk - j0 : kk;
+    for (std::size_t r0 = 0; r0 < nr;) {
+      const std::size_t left = nr - r0;
+      // the same key tile width for every row group, so a group of fewer rows uses the tile of its width
+      const std::size_t t = left >= 4 && tile_rows == 2 ? 2 : left >= 2 && tile_rows >= 1 ? 1 : 0;
+      const std::size_t rk = t == 2 ? 4 : t == 1 ? 2 : 1;
+      if (rows_dot_keys[t][lng] == kk) {
+        rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
+      } else {  // a narrower tile: cover the kk keys in several
+        const std::size_t w = rows_dot_keys[t][lng];
+        for (std::size_t j = 0; j < nk; j += w)
+          rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + (j0 + j) * ldk, ldk, nk - j < w ? nk - j : w, d,
+                                 s + r0 * lds + j0 + j, lds);
       }
+      r0 += rk;
     }
   }
 }
@@ -656,12 +739,23 @@ constexpr std::array<rows_axpy_fn, sizeof...(I)> make_axpy_table(std::index_sequ
 }
 constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_rows_max>{});
 
+// Keys in blocks of axpy_keys: a block's rows of v (all columns) stay in L1/L2 while the column tiles sweep them,
+// instead of every tile streaming a column strip through all of v (matmul with a long k). o takes the block sums.
+// Long rows (matmul, d_v > 256) take 8 keys per block: 8 sequential streams through v, which the prefetchers
+// follow, where 64 rows 4 KiB apart each touched for a column strip would leave every load waiting on memory.
+constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8;
+constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+
 void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                     std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
-    const std::size_t rr = nr - r0 < axpy_rows_max ? nr - r0 : axpy_rows_max;
-    rows_axpy_groups[rr - 1](p + r0 * ldp, ldp, bk, v, ldv, d_v, alpha != nullptr ? alpha + r0 : nullptr, o + r0 * ldo,
-                             ldo);
+  const std::size_t kb = d_v > 256 ? axpy_keys_long : axpy_keys;
+  for (std::size_t j0 = 0; j0 < bk; j0 += kb) {
+    const std::size_t nk = bk - j0 < kb ? bk - j0 : kb;
+    for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
+      const std::size_t rr = nr - r0 < axpy_rows_max ? nr - r0 : axpy_rows_max;
+      const float* a = j0 > 0 ? axpy_ones : alpha != nullptr ? alpha + r0 : nullptr;
+      rows_axpy_groups[rr - 1](p + r0 * ldp + j0, ldp, nk, v + j0 * ldv, ldv, d_v, a, o + r0 * ldo, ldo);
+    }
   }
 }
 
