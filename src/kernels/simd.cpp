@@ -774,9 +774,10 @@ void gemm_simd(const GemmArgs& g) noexcept {
   gemm_packed(g);
 }
 
-// Attention takes the few-query path up to this many queries (bench_attention BM_few_queries: the tile path costs
-// a whole vector of queries, the row path one query at a time).
-constexpr std::size_t few_query_max = 8;
+// Attention takes the few-query path up to this many queries: the tile path costs a vector of queries whatever
+// the tile holds, the row path one query at a time; they cross at about 5/8 of a vector (AVX-512, n_kv = 1024:
+// 10 queries cost about the same both ways, 8 are 1.8× faster on the row path; bench_decode_peers BM_few_path).
+constexpr std::size_t few_query_max = lanes * 5 / 8;
 
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
 constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
