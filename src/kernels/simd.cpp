@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "kernels/exp_constants.hpp"
@@ -512,6 +513,17 @@ inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept {
 inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept { return xsimd::haddp(rows); }
 #endif
 
+// GCC folds a load into every FMA that uses it (x86 takes a memory operand), so a vector meant to be loaded once
+// and used by several FMAs is loaded by each: this pins it in a register. (ARM has no memory operands.)
+inline void in_register(vfloat& x) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  auto& reg = x.data;
+  __asm__("" : "+v"(reg));
+#else
+  (void)x;
+#endif
+}
+
 // Dot products: a tile of RK rows × KK keys keeps U partial accumulators per pair, each gathering products across
 // the inner dimension lane-wise; at the end one sum_lanes_of_rows turns the RK·KK accumulators into one vector of
 // dot products (no horizontal sum per pair). RK·KK·U = lanes: with several rows each key load feeds RK FMAs
@@ -525,34 +537,40 @@ void rows_dot_tile(const float* q, std::size_t ldq, std::size_t nr, const float*
   const float* kj[KK];
   for (std::size_t r = 0; r < RK; ++r) qr[r] = q + (r < nr ? r : 0) * ldq;
   for (std::size_t j = 0; j < KK; ++j) kj[j] = k + (j < nk ? j : 0) * ldk;
-  vfloat acc[RK][KK][U];
-  for (std::size_t r = 0; r < RK; ++r)
-    for (std::size_t j = 0; j < KK; ++j)
-      for (std::size_t u = 0; u < U; ++u) acc[r][j][u] = vfloat(0.0f);
+  // acc[(r·KK + j)·U + u]: after the loop the U partials fold into acc[r·KK + j], the rows of the lane sum.
+  vfloat acc[lanes];
+  for (std::size_t i = 0; i < lanes; ++i) acc[i] = vfloat(0.0f);
   const std::size_t dv = d - d % lanes;
   std::size_t p = 0;
-  for (; p + U * lanes <= dv; p += U * lanes)
-    for (std::size_t u = 0; u < U; ++u)
-      for (std::size_t r = 0; r < RK; ++r) {
-        const vfloat qv = vfloat::load_unaligned(qr[r] + p + u * lanes);
-        for (std::size_t j = 0; j < KK; ++j)
-          acc[r][j][u] = xsimd::fma(qv, vfloat::load_unaligned(kj[j] + p + u * lanes), acc[r][j][u]);
-      }
-  for (; p < dv; p += lanes)
+  // Each vector of q and of k is loaded once per step and used KK (RK) times from a register.
+  auto step = [&](std::size_t p, std::size_t u) __attribute__((always_inline)) {
+    vfloat qv[RK];
     for (std::size_t r = 0; r < RK; ++r) {
-      const vfloat qv = vfloat::load_unaligned(qr[r] + p);
-      for (std::size_t j = 0; j < KK; ++j)
-        acc[r][j][0] = xsimd::fma(qv, vfloat::load_unaligned(kj[j] + p), acc[r][j][0]);
+      qv[r] = vfloat::load_unaligned(qr[r] + p);
+      if (KK > 1) in_register(qv[r]);
     }
-  vfloat rows[lanes];
-  for (std::size_t i = RK * KK; i < lanes; ++i) rows[i] = vfloat(0.0f);
-  for (std::size_t r = 0; r < RK; ++r)
     for (std::size_t j = 0; j < KK; ++j) {
-      rows[r * KK + j] = acc[r][j][0];
-      for (std::size_t u = 1; u < U; ++u) rows[r * KK + j] += acc[r][j][u];
+      vfloat kv = vfloat::load_unaligned(kj[j] + p);
+      if (RK > 1) in_register(kv);
+      for (std::size_t r = 0; r < RK; ++r) acc[(r * KK + j) * U + u] = xsimd::fma(qv[r], kv, acc[(r * KK + j) * U + u]);
     }
+  };
+  for (; p + U * lanes <= dv; p += U * lanes)
+    for (std::size_t u = 0; u < U; ++u) step(p + u * lanes, u);
+  for (; p < dv; p += lanes) step(p, 0);
+  if (U > 1)
+    for (std::size_t i = 0; i < RK * KK; ++i) {
+      vfloat sum = acc[i * U];
+      for (std::size_t u = 1; u < U; ++u) sum += acc[i * U + u];
+      acc[i] = sum;
+    }
+  for (std::size_t i = RK * KK; i < lanes; ++i) acc[i] = vfloat(0.0f);
   alignas(64) float dots[lanes];
-  sum_lanes_of_rows(rows).store_aligned(dots);
+  sum_lanes_of_rows(acc).store_aligned(dots);
+  if (nr >= RK && nk == KK && dv == d) {  // a whole tile: KK dots per row, one short copy each
+    for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds, dots + r * KK, KK * sizeof(float));
+    return;
+  }
   for (std::size_t r = 0; r < RK && r < nr; ++r)
     for (std::size_t j = 0; j < KK && j < nk; ++j) {
       float dot = dots[r * KK + j];
