@@ -693,7 +693,7 @@ void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk
 constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
 constexpr std::size_t axpy_rows_max = 8;
 constexpr std::size_t axpy_vectors(std::size_t rr) {
-  return rr * 4 <= axpy_acc_budget ? 4 : rr * 2 <= axpy_acc_budget ? 2 : 1;
+  return rr * 8 * 2 <= axpy_acc_budget ? 8 : rr * 4 <= axpy_acc_budget ? 4 : rr * 2 <= axpy_acc_budget ? 2 : 1;
 }
 constexpr std::size_t axpy_chains(std::size_t rr, std::size_t cv) { return rr * cv * 2 <= axpy_acc_budget ? 2 : 1; }
 
@@ -738,6 +738,9 @@ void rows_axpy_group(const float* p, std::size_t ldp, std::size_t bk, const floa
   std::size_t c = 0;
   for (; c + width <= d_v; c += width)
     rows_axpy_tile<RR, cv, axpy_chains(RR, cv)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+  if constexpr (cv > 4)  // e.g. d_v = 64 under an 8-vector tile
+    for (; c + 4 * lanes <= d_v; c += 4 * lanes)
+      rows_axpy_tile<RR, 4, axpy_chains(RR, 4)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
   for (; c + lanes <= d_v; c += lanes)
     rows_axpy_tile<RR, 1, axpy_chains(RR, 1)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
   for (; c < d_v; ++c)  // columns short of a vector
