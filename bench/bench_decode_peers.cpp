@@ -4,7 +4,7 @@
 //              see each other causally);
 //   matmul     m = 1 … 8 rows against a k × n = 256² or 1024² weight, b transposed (nn.Linear: y = x·Wᵀ) and not;
 //   few_path   microattn's few-query path against its query-tile path for n_q = 1 … 33 (internal kernel
-//              tables), the measurement behind kernels.few_query_max.
+//              tables: the build's, and the scalar one at n_kv = 256), the measurement behind few_query_max.
 // Peers: Eigen 3.4 ((Q·scale)·Kᵀ, row softmax with Eigen's array exp, ·V, rows ÷ sum; y = x·Wᵀ as a product of
 // row-major maps: Eigen picks its GEMV for one row), OpenBLAS (cblas_sgemv for one query or one row, cblas_sgemm
 // otherwise; attention's softmax is microattn::softmax_rows, OpenBLAS has none). Each output is checked against
@@ -314,7 +314,7 @@ void BM_few_path(benchmark::State& state) {
   constexpr std::size_t d = 64;
   const auto q = random_vector(n_q * d, 1), k = random_vector(n_kv * d, 2), v = random_vector(n_kv * d, 3);
   std::vector<float> out(n_q * d), ws(ma::attention_workspace_floats(d, d));
-  ma::detail::Kernels kern = ma::detail::selected_kernels();
+  ma::detail::Kernels kern = state.range(3) != 0 ? ma::detail::scalar_kernels() : ma::detail::selected_kernels();
   kern.few_query_max = few ? n_q : 0;
   ma::AttentionOptions o;
   for (auto _ : state) {
@@ -322,10 +322,12 @@ void BM_few_path(benchmark::State& state) {
                               ma::make_view(v.data(), n_kv, d), ma::make_view(out.data(), n_q, d), ws.data(), o);
     benchmark::ClobberMemory();
   }
-  state.SetLabel(few ? "few-query path" : "query-tile path");
+  state.SetLabel(std::string(kern.name) + (few ? ", few-query path" : ", query-tile path"));
 }
+// args: n_q, n_kv, few-query path (1) or tile path (0), scalar table (1) or the build's (0)
 BENCHMARK(BM_few_path)
-    ->ArgsProduct({{1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 33}, {1024}, {0, 1}})
+    ->ArgsProduct({{1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 33}, {1024}, {0, 1}, {0}})
+    ->ArgsProduct({{1, 2, 3, 4, 6}, {256}, {0, 1}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
 void register_all() {

@@ -39,7 +39,12 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 // n_q × n_kv score matrix never exists. Views may be strided (heads of a packed seq × heads·d matrix).
 //  - causal: key j is visible to query i iff j <= i + causal_offset. Key blocks entirely hidden from a
 //    query tile are skipped, not computed (causal costs about half of dense for n_q = n_kv).
+//  - window (AttentionOptions::window): a sliding (causal) or local window around i + causal_offset; keys outside
+//    it are hidden exactly like causally hidden ones.
 //  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
+//  - a handful of queries (decoding: n_q up to 5/8 of a vector, 10 on AVX-512, 3 on the scalar path) run one query
+//    per row (dot products with the keys, AXPYs over the rows of v) instead of one per vector lane, with the
+//    same results within the accuracy bound, the same workspace and the same non-finite rules.
 //  - a query whose keys are all hidden (by mask and/or causal) gets a row of zeros, never NaN.
 //  - NaN or +inf in a query's scores (from q, k or the mask) makes that query's output row NaN.
 // Accuracy: see README "Accuracy" (scores are float dot products of length d_k; probabilities use a
