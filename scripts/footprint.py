@@ -33,7 +33,8 @@ import sys
 
 # Budgets, in bytes. A figure above its budget fails the check (and CI).
 BUDGETS = {
-    "library text": 8 * 1024,  # the whole of libmicroattn.a (fp32 matmul, softmax, exp, attention, layers)
+    "library text": 9 * 1024,  # the whole of libmicroattn.a (fp32 matmul, softmax, exp, attention with the
+    # few-query path and windows, layers)
     "library data + bss": 0,  # the library keeps no static state
     "stack, any entry point": 1024,
     "MultiHeadAttention<64, 64, 4> RAM": 36 * 1024,  # 35 696 bytes of buffers + 8 weight pointers

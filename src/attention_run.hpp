@@ -63,8 +63,8 @@ struct QueryHeads {
 // the keys, AXPYs over the rows of V), so one query costs one query, not a vector of lanes. Same contract as
 // attention_run (workspace: attention_workspace_floats(d_k, d_v)), valid for any n_q; attention_run sends
 // n_q <= kernels.few_query_max here.
-void attention_run_heads(const Kernels& kernels, const QueryHeads& queries, MatrixView<const float> k,
-                         MatrixView<const float> v, float* workspace, const AttentionOptions& options) noexcept;
+void attention_run_heads(const Kernels& kernels, const QueryHeads& queries, const MatrixView<const float>& k,
+                         const MatrixView<const float>& v, float* workspace, const AttentionOptions& options) noexcept;
 
 // Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats.
 void attention_run(const Kernels& kernels, MatrixView<const float> q, MatrixView<const float> k,
