@@ -42,7 +42,7 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 //  - window (AttentionOptions::window): a sliding (causal) or local window around i + causal_offset; keys outside
 //    it are hidden exactly like causally hidden ones.
 //  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
-//  - a handful of queries (decoding: n_q up to 5/8 of a vector, 10 on AVX-512, 3 on the scalar path) run one query
+//  - a handful of queries (decoding: n_q up to half a vector, 8 on AVX-512, 3 on the scalar path) run one query
 //    per row (dot products with the keys, AXPYs over the rows of v) instead of one per vector lane, with the
 //    same results within the accuracy bound, the same workspace and the same non-finite rules.
 //  - a query whose keys are all hidden (by mask and/or causal) gets a row of zeros, never NaN.

@@ -795,10 +795,11 @@ void gemm_simd(const GemmArgs& g) noexcept {
   gemm_packed(g);
 }
 
-// Attention takes the few-query path up to this many queries: the tile path costs a vector of queries whatever
-// the tile holds, the row path one query at a time; they cross at about 5/8 of a vector (AVX-512, n_kv = 1024:
-// 10 queries cost about the same both ways, 8 are 1.8× faster on the row path; bench_decode_peers BM_few_path).
-constexpr std::size_t few_query_max = lanes * 5 / 8;
+// Attention takes the few-query path up to half a vector of queries: the tile path costs a vector of queries
+// whatever the tile holds, the row path one query at a time. AVX-512, n_kv = 1024 (bench_decode_peers BM_few_path,
+// bench/results/decode_peers_avx512.txt): 1 query 5.9 µs against 33.9, 8 queries 26.8 against 33.8, 10 queries
+// 41.4 against 34.4.
+constexpr std::size_t few_query_max = lanes / 2;
 
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
 constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
