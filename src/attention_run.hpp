@@ -65,6 +65,25 @@ inline void advance_rows(AttentionOptions& options, std::size_t rows) noexcept {
   }
 }
 
+// Several query heads that share one K/V head (grouped-query attention): head h's queries are the n_q × d_k view
+// q shifted by h·q_head_offset floats, its output the n_q × d_v view out shifted by h·out_head_offset. Query i of
+// every head has position i (causal_offset, window and mask row i apply alike).
+struct QueryHeads {
+  MatrixView<const float> q;
+  std::size_t q_head_offset;
+  MatrixView<float> out;
+  std::size_t out_head_offset;
+  std::size_t heads;
+};
+
+// The few-query path: all heads·n_q query rows against one K/V, attention_block_q rows per pass over K and V
+// (one pass for a decoding step of a GQA group). Each query is a row (head dim in the lanes: dot products with
+// the keys, AXPYs over the rows of V), so one query costs one query, not a vector of lanes. Same contract as
+// attention_run (workspace: attention_workspace_floats(d_k, d_v)), valid for any n_q; attention_run sends
+// n_q <= kernels.few_query_max here.
+void attention_run_heads(const Kernels& kernels, const QueryHeads& queries, const MatrixView<const float>& k,
+                         const MatrixView<const float>& v, float* workspace, const AttentionOptions& options) noexcept;
+
 // Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats.
 void attention_run(const Kernels& kernels, MatrixView<const float> q, MatrixView<const float> k,
                    MatrixView<const float> v, MatrixView<float> out, float* workspace,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "check.hpp"
@@ -66,6 +67,21 @@ TEST_P(MatmulKernel, SweepColumnsAcrossPackedBlockEdges) {
   for (bool tb : {false, true})
     for (std::size_t n : {127, 128, 129, 255, 256, 257, 300, 385})
       for (std::size_t m : {5, 17}) check_product(GetParam(), m, n, 260, tb, 1, n & 1, seed++);
+}
+
+TEST_P(MatmulKernel, SmallRowsReadBInPlace) {
+  // m <= 8 reads b in place (dot products with its rows, or AXPYs over them) instead of packing it: every m up to
+  // one past that, inner dimensions and widths on both sides of the row kernels' long-row switch (256).
+  std::uint32_t seed = 300;
+#if MICROATTN_TEST_EMULATED
+  const std::vector<std::pair<std::size_t, std::size_t>> kn{{1, 1}, {17, 300}, {300, 17}};
+#else
+  const std::vector<std::pair<std::size_t, std::size_t>> kn{{1, 1},     {17, 300},   {300, 17},
+                                                            {256, 256}, {257, 1030}, {1030, 40}};
+#endif
+  for (bool tb : {false, true})
+    for (std::size_t m = 1; m <= 9; ++m)
+      for (const auto& [k, n] : kn) check_product(GetParam(), m, n, k, tb, m % 3, (m & 1) != 0, seed++);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArch, MatmulKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);

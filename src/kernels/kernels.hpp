@@ -57,6 +57,24 @@ struct Kernels {
                          std::size_t ldo) noexcept;
   // 2^x for x <= 0 or NaN: the exp attn_softmax uses (exposed for the accuracy test).
   void (*exp2_nonpositive)(const float* x, float* y, std::size_t n) noexcept;
+
+  // --- Few rows: one query (or one row of a) per row, keys along it; only the head dim is in the lanes. ---
+  // Attention with few queries (decoding) and matmul with small m run on these: a query tile would fill 1 lane of
+  // 16 per query, and packing all of b for a handful of rows costs more than the product.
+  // attention_run takes the few-query path for n_q <= few_query_max (chosen by measurement, bench_attention).
+  std::size_t few_query_max;
+  // s[r·lds + j] = Σ_p q[r·ldq + p]·k[j·ldk + p] for r < nr, j < bk (matmul with small m and b transposed, too).
+  void (*rows_dot)(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
+                   std::size_t bk, float* s, std::size_t lds) noexcept;
+  // Online-softmax update of row r < nr over s[r·lds + j], j < bk, with the rule of attn_softmax (m, l, alpha
+  // per row).
+  void (*rows_softmax)(float* s, std::size_t lds, std::size_t nr, std::size_t bk, float* m, float* l,
+                       float* alpha) noexcept;
+  // o[r·ldo + c] = o[r·ldo + c]·alpha[r] + Σ_j p[r·ldp + j]·v[j·ldv + c] for r < nr, c < d_v: AXPYs over the rows
+  // of v, each row read once for all nr rows. alpha == nullptr: o = Σ_j … (o's old contents are not read; this is
+  // matmul with small m).
+  void (*rows_axpy)(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
+                    std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
 };
 
 const Kernels& scalar_kernels() noexcept;

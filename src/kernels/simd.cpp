@@ -8,7 +8,9 @@
 #endif
 #include <xsimd/xsimd.hpp>
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "kernels/exp_constants.hpp"
@@ -366,7 +368,7 @@ void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, s
   }
 }
 
-void gemm_simd(const GemmArgs& g) noexcept {
+void gemm_packed(const GemmArgs& g) noexcept {
   alignas(64) float bp[gemm_kc * gemm_nc];
   alignas(64) float edge[gemm_mr * gemm_nr];  // ragged right edge: computed whole here, then copied
   for (std::size_t jc = 0; jc < g.n; jc += gemm_nc) {
@@ -635,6 +637,318 @@ void attn_store_out_simd(const float* ot, const float* l, std::size_t bq, std::s
   }
 }
 
+// --- few rows (layout in kernels.hpp) ----------------------------------------------------------------------
+// Decoding attends one query (or a few) to a long K/V, and a decoding step's projections are matmuls with m = 1.
+// Queries in the lanes would fill one lane per query; here the head dim (or matmul's k) is in the lanes instead.
+
+// Lane i of the result = the sum of the lanes of rows[i]. xsimd 8.1's AVX-512 haddp returns lanes 2–3 and 4–5 of
+// each quarter swapped (found by this kernel's tests), hence a tree of our own there: pairs of rows interleaved
+// and added, then quads, then the four 128-bit quarters transposed and added (30 shuffles, 15 adds).
+#if XSIMD_WITH_AVX512F
+inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept {
+  __m512 t[8], u[4];
+  for (int i = 0; i < 8; ++i)  // quarter k of t[i]: row 2i's lanes 4k+0/1 + 4k+2/3, row 2i+1's, interleaved
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]),
+                         _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // quarter k of u[i]: the sums of quarter k of rows 4i … 4i+3
+    u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 v01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xee));
+  const __m512 v23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xee));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, 0x88), _mm512_shuffle_f32x4(v01, v23, 0xdd));
+}
+#else
+inline vfloat sum_lanes_of_rows(const vfloat* rows) noexcept { return xsimd::haddp(rows); }
+#endif
+
+// GCC folds a load into every FMA that uses it (x86 takes a memory operand), so a vector meant to be loaded once
+// and used by several FMAs is loaded by each: this pins it in a register. (ARM has no memory operands.)
+inline void in_register(vfloat& x) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  auto& reg = x.data;
+  __asm__("" : "+v"(reg));
+#else
+  (void)x;
+#endif
+}
+
+// Dot products: a tile of RK rows × KK keys keeps U partial accumulators per pair, each gathering products across
+// the inner dimension lane-wise; at the end one sum_lanes_of_rows turns the RK·KK accumulators into one vector of
+// dot products (no horizontal sum per pair). RK·KK·U = lanes: with several rows each key load feeds RK FMAs
+// (attention with a few queries, matmul with small m); long rows (matmul) take fewer keys and unroll the inner
+// dimension instead, so fewer rows of b stream at once. Tiles missing rows or keys re-read the first one.
+template <std::size_t RK, std::size_t KK, std::size_t U>
+void rows_dot_tile(const float* q, std::size_t ldq, std::size_t nr, const float* k, std::size_t ldk, std::size_t nk,
+                   std::size_t d, float* s, std::size_t lds) noexcept {
+  static_assert(RK * KK * U <= lanes, "one vector of dot products per tile");
+  const float* qr[RK];
+  const float* kj[KK];
+  for (std::size_t r = 0; r < RK; ++r) qr[r] = q + (r < nr ? r : 0) * ldq;
+  for (std::size_t j = 0; j < KK; ++j) kj[j] = k + (j < nk ? j : 0) * ldk;
+  // acc[(r·KK + j)·U + u]: after the loop the U partials fold into acc[r·KK + j], the rows of the lane sum.
+  vfloat acc[lanes];
+  for (std::size_t i = 0; i < lanes; ++i) acc[i] = vfloat(0.0f);
+  const std::size_t dv = d - d % lanes;
+  std::size_t p = 0;
+  // Each vector of q and of k is loaded once per step and used KK (RK) times from a register.
+  auto step = [&](std::size_t p, std::size_t u) __attribute__((always_inline)) {
+    vfloat qv[RK];
+    for (std::size_t r = 0; r < RK; ++r) {
+      qv[r] = vfloat::load_unaligned(qr[r] + p);
+      if (KK > 1) in_register(qv[r]);
+    }
+    for (std::size_t j = 0; j < KK; ++j) {
+      vfloat kv = vfloat::load_unaligned(kj[j] + p);
+      if (RK > 1) in_register(kv);
+      for (std::size_t r = 0; r < RK; ++r) acc[(r * KK + j) * U + u] = xsimd::fma(qv[r], kv, acc[(r * KK + j) * U + u]);
+    }
+  };
+  for (; p + U * lanes <= dv; p += U * lanes)
+    for (std::size_t u = 0; u < U; ++u) step(p + u * lanes, u);
+  for (; p < dv; p += lanes) step(p, 0);
+  if (U > 1)
+    for (std::size_t i = 0; i < RK * KK; ++i) {
+      vfloat sum = acc[i * U];
+      for (std::size_t u = 1; u < U; ++u) sum += acc[i * U + u];
+      acc[i] = sum;
+    }
+  for (std::size_t i = RK * KK; i < lanes; ++i) acc[i] = vfloat(0.0f);
+  alignas(64) float dots[lanes];
+  sum_lanes_of_rows(acc).store_aligned(dots);
+  if (nr >= RK && nk == KK && dv == d) {  // a whole tile: KK dots per row, one short copy each
+    for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds, dots + r * KK, KK * sizeof(float));
+    return;
+  }
+  for (std::size_t r = 0; r < RK && r < nr; ++r)
+    for (std::size_t j = 0; j < KK && j < nk; ++j) {
+      float dot = dots[r * KK + j];
+      for (std::size_t t = dv; t < d; ++t) dot = fmadd(qr[r][t], kj[j][t], dot);  // the inner dimension's tail
+      s[r * lds + j] = dot;
+    }
+}
+
+// One row against `lanes` keys with a head dim of NQV whole vectors (attention while decoding, d = 64: 4 on
+// AVX-512): q sits in registers and each key is one short chain of NQV FMAs, so a single pointer walks the keys.
+template <std::size_t NQV>
+void rows_dot_row_tile(const float* q, const float* k, std::size_t ldk, std::size_t nk, std::size_t d,
+                       float* s) noexcept {
+  vfloat qv[NQV];
+  for (std::size_t v = 0; v < NQV; ++v) qv[v] = vfloat::load_unaligned(q + v * lanes);
+  vfloat rows[lanes];
+  for (std::size_t j = 0; j < lanes; ++j) {
+    const float* kj = k + (j < nk ? j : 0) * ldk;
+    vfloat acc = qv[0] * vfloat::load_unaligned(kj);
+    for (std::size_t v = 1; v < NQV; ++v) acc = xsimd::fma(qv[v], vfloat::load_unaligned(kj + v * lanes), acc);
+    rows[j] = acc;
+  }
+  const vfloat dots = sum_lanes_of_rows(rows);
+  if (nk == lanes && d == NQV * lanes) {
+    dots.store_unaligned(s);
+    return;
+  }
+  alignas(64) float ds[lanes];
+  dots.store_aligned(ds);
+  for (std::size_t j = 0; j < nk; ++j) {
+    float dot = ds[j];
+    for (std::size_t t = NQV * lanes; t < d; ++t) dot = fmadd(q[t], k[j * ldk + t], dot);
+    s[j] = dot;
+  }
+}
+using rows_dot_row_fn = void (*)(const float*, const float*, std::size_t, std::size_t, std::size_t, float*) noexcept;
+constexpr std::size_t row_tile_vectors_max = 8;  // head dims up to 8 vectors (128 floats on AVX-512)
+template <std::size_t... I>
+constexpr std::array<rows_dot_row_fn, sizeof...(I)> make_row_tiles(std::index_sequence<I...>) {
+  return {{&rows_dot_row_tile<I + 1>...}};
+}
+constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_tile_vectors_max>{});
+
+using rows_dot_fn = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
+                             std::size_t, float*, std::size_t) noexcept;
+// [rows: 1, 2, 4][short, long inner dimension]
+constexpr std::size_t dot_long = 256;  // longer rows than this unroll the inner dimension (matmul)
+constexpr rows_dot_fn rows_dot_tiles[3][2] = {
+    {&rows_dot_tile<1, lanes, 1>, &rows_dot_tile<1, lanes / 2, 2>},
+    {&rows_dot_tile<2, lanes / 2, 1>, &rows_dot_tile<2, lanes / 4 < 1 ? 1 : lanes / 4, lanes / 4 < 1 ? 1 : 2>},
+    {&rows_dot_tile<4, lanes / 4, 1>, &rows_dot_tile<4, lanes / 4, 1>}};
+constexpr std::size_t rows_dot_keys[3][2] = {
+    {lanes, lanes / 2}, {lanes / 2, lanes / 4 < 1 ? 1 : lanes / 4}, {lanes / 4, lanes / 4}};
+
+void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
+                   std::size_t bk, float* s, std::size_t lds) noexcept {
+  const std::size_t nqv = d / lanes;
+  if (nr == 1 && nqv >= 1 && nqv <= row_tile_vectors_max) {
+    for (std::size_t j0 = 0; j0 < bk; j0 += lanes)
+      rows_dot_row_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
+    return;
+  }
+  const std::size_t lng = d > dot_long ? 1 : 0;
+  // Keys outer, rows inner: a tile's keys (KK rows of k) stay in L1 while every group of rows uses them.
+  const std::size_t tile_rows = nr >= 4 ? 2 : nr >= 2 ? 1 : 0;
+  const std::size_t kk = rows_dot_keys[tile_rows][lng];
+  for (std::size_t j0 = 0; j0 < bk; j0 += kk) {
+    const std::size_t nk = bk - j0 < kk ? bk - j0 : kk;
+    for (std::size_t r0 = 0; r0 < nr;) {
+      const std::size_t left = nr - r0;
+      // the same key tile width for every row group, so a group of fewer rows uses the tile of its width
+      const std::size_t t = left >= 4 && tile_rows == 2 ? 2 : left >= 2 && tile_rows >= 1 ? 1 : 0;
+      const std::size_t rk = t == 2 ? 4 : t == 1 ? 2 : 1;
+      if (rows_dot_keys[t][lng] == kk) {
+        rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
+      } else {  // a narrower tile: cover the kk keys in several
+        const std::size_t w = rows_dot_keys[t][lng];
+        for (std::size_t j = 0; j < nk; j += w)
+          rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + (j0 + j) * ldk, ldk, nk - j < w ? nk - j : w, d,
+                                 s + r0 * lds + j0 + j, lds);
+      }
+      r0 += rk;
+    }
+  }
+}
+
+void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk, float* m, float* l,
+                       float* alpha) noexcept {
+  const std::size_t bv = bk - bk % lanes;
+  for (std::size_t r = 0; r < nr; ++r) {
+    float* sr = s + r * lds;
+    vfloat vmax(m[r]);
+    for (std::size_t j = 0; j < bv; j += lanes) vmax = xsimd::max(vmax, vfloat::load_unaligned(sr + j));
+    float mb = horizontal_max(vmax);
+    for (std::size_t j = bv; j < bk; ++j) mb = sr[j] > mb ? sr[j] : mb;
+    // A NaN that max dropped shows in its own 2^(NaN − m), hence in l: the row comes out NaN.
+    const float m_use = mb == -INFINITY ? 0.0f : mb;
+    alpha[r] = exp2_nonpositive_scalar(m[r] - m_use);
+    const vfloat vm(m_use);
+    vfloat vsum(0.0f);
+    for (std::size_t j = 0; j < bv; j += lanes) {
+      const vfloat p = exp2_nonpositive_vec(vfloat::load_unaligned(sr + j) - vm);
+      p.store_unaligned(sr + j);
+      vsum += p;
+    }
+    float sum = xsimd::hadd(vsum);
+    for (std::size_t j = bv; j < bk; ++j) {
+      sr[j] = exp2_nonpositive_scalar(sr[j] - m_use);
+      sum += sr[j];
+    }
+    l[r] = fmadd(l[r], alpha[r], sum);
+    m[r] = mb;
+  }
+}
+
+// P·V (and matmul with small m, b not transposed) as AXPYs over the rows of v: a tile of RR rows × CV vectors
+// of columns accumulates in registers while each row of v is loaded once for all RR rows. CH independent chains
+// (alternate keys) hide the FMA latency when the tile is small. Sized to the register file: at most 16
+// accumulators with 32 registers (AVX-512, NEON64), 8 with 16.
+constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
+constexpr std::size_t axpy_rows_max = 8;
+constexpr std::size_t axpy_vectors(std::size_t rr) {
+  return rr * 8 * 2 <= axpy_acc_budget ? 8 : rr * 4 <= axpy_acc_budget ? 4 : rr * 2 <= axpy_acc_budget ? 2 : 1;
+}
+constexpr std::size_t axpy_chains(std::size_t rr, std::size_t cv) { return rr * cv * 2 <= axpy_acc_budget ? 2 : 1; }
+
+template <std::size_t RR, std::size_t CV, std::size_t CH>
+void rows_axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv,
+                    const float* alpha, float* o, std::size_t ldo) noexcept {
+  vfloat acc[CH][RR][CV];
+  for (std::size_t h = 0; h < CH; ++h)
+    for (std::size_t r = 0; r < RR; ++r)
+      for (std::size_t c = 0; c < CV; ++c) acc[h][r][c] = vfloat(0.0f);
+  std::size_t j = 0;
+  for (; j + CH <= bk; j += CH)
+    for (std::size_t h = 0; h < CH; ++h) {
+      vfloat vj[CV];
+      for (std::size_t c = 0; c < CV; ++c) vj[c] = vfloat::load_unaligned(v + (j + h) * ldv + c * lanes);
+      for (std::size_t r = 0; r < RR; ++r) {
+        const vfloat pr(p[r * ldp + j + h]);
+        for (std::size_t c = 0; c < CV; ++c) acc[h][r][c] = xsimd::fma(pr, vj[c], acc[h][r][c]);
+      }
+    }
+  for (; j < bk; ++j)
+    for (std::size_t r = 0; r < RR; ++r) {
+      const vfloat pr(p[r * ldp + j]);
+      for (std::size_t c = 0; c < CV; ++c)
+        acc[0][r][c] = xsimd::fma(pr, vfloat::load_unaligned(v + j * ldv + c * lanes), acc[0][r][c]);
+    }
+  for (std::size_t r = 0; r < RR; ++r)
+    for (std::size_t c = 0; c < CV; ++c) {
+      vfloat sum = acc[0][r][c];
+      for (std::size_t h = 1; h < CH; ++h) sum += acc[h][r][c];
+      float* op = o + r * ldo + c * lanes;
+      if (alpha != nullptr) sum = xsimd::fma(vfloat::load_unaligned(op), vfloat(alpha[r]), sum);
+      sum.store_unaligned(op);
+    }
+}
+
+template <std::size_t RR>
+void rows_axpy_group(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
+                     const float* alpha, float* o, std::size_t ldo) noexcept {
+  constexpr std::size_t cv = axpy_vectors(RR);
+  constexpr std::size_t width = cv * lanes;
+  std::size_t c = 0;
+  for (; c + width <= d_v; c += width)
+    rows_axpy_tile<RR, cv, axpy_chains(RR, cv)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+  if constexpr (cv > 4)  // e.g. d_v = 64 under an 8-vector tile
+    for (; c + 4 * lanes <= d_v; c += 4 * lanes)
+      rows_axpy_tile<RR, 4, axpy_chains(RR, 4)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+  for (; c + lanes <= d_v; c += lanes)
+    rows_axpy_tile<RR, 1, axpy_chains(RR, 1)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+  for (; c < d_v; ++c)  // columns short of a vector
+    for (std::size_t r = 0; r < RR; ++r) {
+      float acc = 0.0f;
+      for (std::size_t j = 0; j < bk; ++j) acc = fmadd(p[r * ldp + j], v[j * ldv + c], acc);
+      float& out = o[r * ldo + c];
+      out = alpha != nullptr ? fmadd(out, alpha[r], acc) : acc;
+    }
+}
+
+using rows_axpy_fn = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
+                              const float*, float*, std::size_t) noexcept;
+template <std::size_t... I>
+constexpr std::array<rows_axpy_fn, sizeof...(I)> make_axpy_table(std::index_sequence<I...>) {
+  return {{&rows_axpy_group<I + 1>...}};
+}
+constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_rows_max>{});
+
+// Keys in blocks of axpy_keys: a block's rows of v (all columns) stay in L1/L2 while the column tiles sweep them,
+// instead of every tile streaming a column strip through all of v (matmul with a long k). o takes the block sums.
+// Long rows (matmul, d_v > 256) take 8 keys per block: 8 sequential streams through v, which the prefetchers
+// follow, where 64 rows 4 KiB apart each touched for a column strip would leave every load waiting on memory.
+constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8;
+constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+
+void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
+                    std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+  const std::size_t kb = d_v > 256 ? axpy_keys_long : axpy_keys;
+  for (std::size_t j0 = 0; j0 < bk; j0 += kb) {
+    const std::size_t nk = bk - j0 < kb ? bk - j0 : kb;
+    for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
+      const std::size_t rr = nr - r0 < axpy_rows_max ? nr - r0 : axpy_rows_max;
+      const float* a = j0 > 0 ? axpy_ones : alpha != nullptr ? alpha + r0 : nullptr;
+      rows_axpy_groups[rr - 1](p + r0 * ldp + j0, ldp, nk, v + j0 * ldv, ldv, d_v, a, o + r0 * ldo, ldo);
+    }
+  }
+}
+
+// matmul: up to gemm_small_m rows of a go through the row kernels, which read b in place (b transposed: dot
+// products with its rows; not transposed: AXPYs over them) instead of packing all of b for a handful of rows.
+constexpr std::size_t gemm_small_m = 8;
+
+void gemm_simd(const GemmArgs& g) noexcept {
+  if (g.m <= gemm_small_m) {
+    if (g.transpose_b)
+      rows_dot_simd(g.a, g.lda, g.m, g.k, g.b, g.ldb, g.n, g.c, g.ldc);
+    else
+      rows_axpy_simd(g.a, g.lda, g.m, g.k, g.b, g.ldb, g.n, nullptr, g.c, g.ldc);
+    return;
+  }
+  gemm_packed(g);
+}
+
+// Attention takes the few-query path up to half a vector of queries: the tile path costs a vector of queries
+// whatever the tile holds, the row path one query at a time. AVX-512, n_kv = 1024 (bench_decode_peers BM_few_path,
+// bench/results/decode_peers_avx512.txt): 1 query 5.9 µs against 33.9, 8 queries 26.8 against 33.8, 10 queries
+// 41.4 against 34.4.
+constexpr std::size_t few_query_max = lanes / 2;
+
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
 constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
 
@@ -650,7 +964,11 @@ const Kernels simd_table{arch::name(),
                          attn_pv_simd,
                          attn_pack_q_simd,
                          attn_store_out_simd,
-                         exp2_nonpositive_simd};
+                         exp2_nonpositive_simd,
+                         few_query_max,
+                         rows_dot_simd,
+                         rows_softmax_simd,
+                         rows_axpy_simd};
 
 }  // namespace
 

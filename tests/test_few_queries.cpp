@@ -1,0 +1,356 @@
+// The few-query path (one query per row: dot products with the keys, online softmax, AXPYs over V) and its row
+// kernels, for every kernel table of the build, against the double reference: n_q from 1 across the table's
+// few_query_max, n_kv across every key-block and vector edge, odd and even head sizes, strided and misaligned
+// views, masks, causal offsets (top-left, bottom-right, far beyond both ends), sliding and local windows,
+// grouped-query heads in one pass, non-finite values, and bit-identical repeats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "attention_run.hpp"
+#include "reference.hpp"
+#include "test_support.hpp"
+
+namespace ma = microattn;
+using namespace testing_support;
+
+namespace {
+
+constexpr float inf = std::numeric_limits<float>::infinity();
+const float nan_value = std::numeric_limits<float>::quiet_NaN();
+
+// Visibility of key j to query i from the definitions (README "Attention", AttentionOptions::window), in an integer
+// wide enough for any offset and window. The reference gets it as −inf mask entries.
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef __int128 wide;
+#else
+typedef long long wide;
+#endif
+bool visible(std::size_t i, std::size_t j, bool causal, long long offset, std::size_t window) {
+  const wide centre = static_cast<wide>(i) + offset, jj = static_cast<wide>(j), w = static_cast<wide>(window);
+  if (causal) return jj <= centre && (window == 0 || jj > centre - w);
+  if (window == 0) return true;
+  return (jj > centre ? jj - centre : centre - jj) < w;
+}
+
+struct Case {
+  std::size_t n_q, n_kv, d_k, d_v;
+  bool causal = false;
+  long long offset = 0;
+  std::size_t window = 0;
+  bool mask = false;  // random finite / −inf entries, every 5th row fully hidden
+  std::size_t pad = 0;
+  bool misalign = false;
+};
+
+struct Problem {
+  Case c;
+  Guarded q, k, v, mask, out, ws;
+  explicit Problem(const Case& cs, std::uint32_t seed)
+      : c(cs),
+        q(cs.n_q, cs.d_k, cs.d_k + cs.pad, cs.misalign),
+        k(cs.n_kv, cs.d_k, cs.d_k + 2 * cs.pad, !cs.misalign),
+        v(cs.n_kv, cs.d_v, cs.d_v + cs.pad, cs.misalign),
+        mask(cs.n_q, cs.n_kv, 0, cs.misalign),
+        out(cs.n_q, cs.d_v, cs.d_v + cs.pad, !cs.misalign),
+        ws(1, ma::attention_workspace_floats(cs.d_k, cs.d_v), 0, cs.misalign) {
+    Uniform u(seed);
+    q.fill(u);
+    k.fill(u);
+    v.fill(u);
+    std::mt19937 rng(seed + 7);
+    for (std::size_t i = 0; i < c.n_q; ++i)
+      for (std::size_t j = 0; j < c.n_kv; ++j)
+        mask.at(i, j) = !c.mask                        ? 0.0f
+                        : i % 5 == 2 || rng() % 4 == 0 ? -inf
+                                                       : static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+    out.fill_value(777.0f);
+    ws.fill_value(555.0f);
+  }
+  ma::AttentionOptions options() const {
+    ma::AttentionOptions o;
+    o.causal = c.causal;
+    o.causal_offset = static_cast<std::ptrdiff_t>(c.offset);
+    o.window = c.window;
+    if (c.mask) o.mask = mask.cview();
+    return o;
+  }
+  void run(const ma::detail::Kernels& kern) {
+    ma::detail::attention_run(kern, q.cview(), k.cview(), v.cview(), out.view(), ws.data(), options());
+  }
+  // The reference with causal rule and window folded into the mask (its own causal rule unused).
+  void reference(std::vector<double>& want, std::vector<double>& wabs, std::vector<double>& sabs) const {
+    std::vector<float> m(c.n_q * c.n_kv);
+    for (std::size_t i = 0; i < c.n_q; ++i)
+      for (std::size_t j = 0; j < c.n_kv; ++j)
+        m[i * c.n_kv + j] = visible(i, j, c.causal, c.offset, c.window) ? mask.at(i, j) : -inf;
+    ref::attention({q.data(), q.stride(), k.data(), k.stride(), v.data(), v.stride(), c.n_q, c.n_kv, c.d_k, c.d_v, 0.0,
+                    false, 0, m.data(), c.n_kv},
+                   want, wabs, sabs);
+  }
+  void check() const {
+    std::vector<double> want, wabs, sabs;
+    reference(want, wabs, sabs);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < c.n_q; ++i)
+      for (std::size_t col = 0; col < c.d_v; ++col)
+        if (!within(out.at(i, col), want[i * c.d_v + col], wabs[i * c.d_v + col],
+                    attention_tolerance(c.d_k, c.n_kv, sabs[i])) &&
+            bad++ < 5)
+          ADD_FAILURE() << "out(" << i << "," << col << ") = " << out.at(i, col) << ", reference "
+                        << want[i * c.d_v + col];
+    EXPECT_EQ(bad, 0u);
+    EXPECT_TRUE(out.canaries_intact());
+    EXPECT_TRUE(ws.canaries_intact());
+  }
+};
+
+void run_case(const ma::detail::Kernels& kern, const Case& c, std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << kern.name << " n_q=" << c.n_q << " n_kv=" << c.n_kv << " d_k=" << c.d_k
+                                    << " d_v=" << c.d_v << " causal=" << c.causal << " offset=" << c.offset
+                                    << " window=" << c.window << " mask=" << c.mask << " pad=" << c.pad
+                                    << " misalign=" << c.misalign);
+  Problem p(c, seed);
+  p.run(kern);
+  p.check();
+}
+
+// n_q = 1 … 8 and the table's threshold ± 1 (the last goes through the query-tile path: both sides of the edge).
+std::vector<std::size_t> few_counts(const ma::detail::Kernels& kern) {
+  std::vector<std::size_t> n{1, 2, 3, 4, 5, 6, 7, 8};
+  for (std::size_t t : {kern.few_query_max - 1, kern.few_query_max, kern.few_query_max + 1})
+    if (t > 8) n.push_back(t);
+  return n;
+}
+
+class FewQueries : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
+
+TEST_P(FewQueries, SweepQueriesKeysAndHeadSizes) {
+  const ma::detail::Kernels& kern = *GetParam();
+  std::uint32_t seed = 1;
+#if MICROATTN_TEST_EMULATED
+  const std::vector<std::size_t> keys{1, 3, 16, 17, 33, 64, 65, 130};
+#else
+  const std::vector<std::size_t> keys{1, 2, 3, 15, 16, 17, 31, 33, 63, 64, 65, 129, 300};
+#endif
+  for (std::size_t n_q : few_counts(kern))
+    for (std::size_t n_kv : keys) {
+      const long long bottom_right = static_cast<long long>(n_kv) - static_cast<long long>(n_q);
+      run_case(kern, {n_q, n_kv, 64, 64, false, 0, 0, false, n_kv % 3, (n_q & 1) != 0}, seed++);
+      run_case(kern, {n_q, n_kv, 17, 9, true, bottom_right, 0, false, 1, (n_kv & 1) != 0}, seed++);
+      run_case(kern, {n_q, n_kv, 32, 33, true, 0, 0, true, 0, false}, seed++);
+    }
+  for (std::size_t d_k : {1, 3, 8, 16, 63, 64, 65, 128, 130})
+    for (std::size_t d_v : {d_k, static_cast<std::size_t>(5), d_k + 16}) {
+      run_case(kern, {1, 70, d_k, d_v, true, 69, 0, false, 2, (d_k & 1) != 0}, seed++);
+      run_case(kern, {4, 70, d_k, d_v, false, 0, 0, true, 0, true}, seed++);
+    }
+}
+
+TEST_P(FewQueries, CausalOffsetsAtAndBeyondTheEdges) {
+  std::uint32_t seed = 100;
+  for (long long off : {-1000000LL, -9LL, -3LL, -1LL, 0LL, 1LL, 5LL, 63LL, 69LL, 1000000LL,
+                        static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::max()),
+                        static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::min())})
+    for (std::size_t n_q : {1, 3, 8}) run_case(*GetParam(), {n_q, 70, 16, 16, true, off}, seed++);
+}
+
+TEST_P(FewQueries, SlidingAndLocalWindows) {
+  // Windows of 1 key up to more than the cache, causal (Mistral's sliding window) and not (local attention), at
+  // offsets that put the window across the start, the end and beyond; n_q = 40 too (a windowed call of any size
+  // is supported).
+  std::uint32_t seed = 200;
+  for (std::size_t window : {1, 2, 5, 16, 17, 64, 65, 1000})
+    for (std::size_t n_q : {1, 4, 8, 40})
+      for (long long off : {0LL, 3LL, 66LL, -5LL}) {
+        const long long bottom_right = 130LL - static_cast<long long>(n_q);
+        run_case(*GetParam(), {n_q, 130, 16, 8, true, off == 66 ? bottom_right : off, window}, seed++);
+        run_case(*GetParam(), {n_q, 130, 16, 8, false, off, window, (window & 1) != 0, 1, true}, seed++);
+      }
+  // Extreme offsets and windows: the bounds i + offset ± window must not overflow.
+  const std::size_t huge = std::numeric_limits<std::size_t>::max();
+  const long long pmax = static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::max());
+  const long long pmin = static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::min());
+  for (std::size_t window : {static_cast<std::size_t>(3), huge, huge / 2})
+    for (long long off : {pmax, pmin, pmax - 2, pmin + 2})
+      for (bool causal : {false, true}) run_case(*GetParam(), {2, 20, 8, 8, causal, off, window}, seed++);
+}
+
+TEST_P(FewQueries, GroupedQueryHeadsInOnePass) {
+  // heads query heads of a packed (n_q × heads·d) matrix against one K/V head, through attention_run_heads; each
+  // head checked against the reference alone. heads·n_q crosses the rows per pass (attention_block_q).
+  const ma::detail::Kernels& kern = *GetParam();
+  std::uint32_t seed = 300;
+  for (std::size_t heads : {1, 2, 3, 6})
+    for (std::size_t n_q : {1, 2, 7})
+      for (bool causal : {false, true}) {
+        constexpr std::size_t d = 16, n_kv = 77;
+        SCOPED_TRACE(::testing::Message() << kern.name << " heads=" << heads << " n_q=" << n_q << " causal=" << causal);
+        Guarded q(n_q, heads * d, heads * d + 3), out(n_q, heads * d, heads * d + 1), k(n_kv, d), v(n_kv, d, d + 2);
+        Guarded ws(1, ma::attention_workspace_floats(d, d), 0, true);
+        Uniform u(seed++);
+        q.fill(u);
+        k.fill(u);
+        v.fill(u);
+        out.fill_value(777.0f);
+        ma::AttentionOptions o;
+        o.causal = causal;
+        o.causal_offset = static_cast<std::ptrdiff_t>(n_kv - n_q);
+        o.window = causal ? 30 : 0;
+        const ma::detail::QueryHeads qh{
+            {q.data(), n_q, d, q.stride()}, d, {out.data(), n_q, d, out.stride()}, d, heads};
+        ma::detail::attention_run_heads(kern, qh, k.cview(), v.cview(), ws.data(), o);
+        for (std::size_t h = 0; h < heads; ++h) {
+          std::vector<float> m(n_q * n_kv);
+          for (std::size_t i = 0; i < n_q; ++i)
+            for (std::size_t j = 0; j < n_kv; ++j)
+              m[i * n_kv + j] = visible(i, j, causal, o.causal_offset, o.window) ? 0.0f : -inf;
+          std::vector<double> want, wabs, sabs;
+          ref::attention({q.data() + h * d, q.stride(), k.data(), k.stride(), v.data(), v.stride(), n_q, n_kv, d, d,
+                          0.0, false, 0, m.data(), n_kv},
+                         want, wabs, sabs);
+          for (std::size_t i = 0; i < n_q; ++i)
+            for (std::size_t c = 0; c < d; ++c)
+              ASSERT_TRUE(
+                  within(out.at(i, h * d + c), want[i * d + c], wabs[i * d + c], attention_tolerance(d, n_kv, sabs[i])))
+                  << "head " << h << " (" << i << "," << c << ")";
+        }
+        EXPECT_TRUE(out.canaries_intact());
+        EXPECT_TRUE(ws.canaries_intact());
+      }
+}
+
+TEST_P(FewQueries, RepeatsAreBitIdentical) {
+  for (std::size_t n_q : {1, 3, 8}) {
+    Problem p({n_q, 300, 64, 64, true, 297, 100, true, 1, true}, 400);
+    p.run(*GetParam());
+    const auto first = p.out.snapshot();
+    p.out.fill_value(1.0f);
+    p.run(*GetParam());
+    EXPECT_EQ(p.out.snapshot(), first) << n_q;
+  }
+}
+
+// ---- non-finite values on the few-query path (README "Non-finite values") ----------------------------------------
+
+TEST_P(FewQueries, NanInAValueRowReachesOnlyTheQueriesThatSeeIt) {
+  // V row j holds NaN (or ±inf); queries that do not see j (causal, window or mask) stay finite and equal to the
+  // clean run up to rounding (their row is recomputed skipping zero probabilities); the others turn non-finite.
+  for (int where = 0; where < 3; ++where)
+    for (std::size_t j : {3, 40, 64, 99}) {
+      Case c{8, 100, 16, 16, true, 92, where == 1 ? static_cast<std::size_t>(20) : 0, where == 2};
+      Problem clean(c, 500), dirty(c, 500);
+      dirty.v.at(j, 5) = where == 1 ? inf : nan_value;
+      if (where == 1) dirty.v.at(j, 6) = -inf;
+      dirty.k.at(j, 2) = where == 2 ? nan_value : dirty.k.at(j, 2);
+      clean.run(*GetParam());
+      dirty.run(*GetParam());
+      for (std::size_t i = 0; i < c.n_q; ++i) {
+        SCOPED_TRACE(::testing::Message() << "where=" << where << " j=" << j << " row " << i);
+        const bool sees = visible(i, j, c.causal, c.offset, c.window) && clean.mask.at(i, j) != -inf;
+        for (std::size_t col = 0; col < c.d_v; ++col) {
+          if (sees) {
+            if (col == 5 || where == 2) {
+              EXPECT_FALSE(std::isfinite(dirty.out.at(i, col))) << col;
+            }
+          } else {
+            ASSERT_TRUE(std::isfinite(dirty.out.at(i, col))) << col;
+            ASSERT_NEAR(dirty.out.at(i, col), clean.out.at(i, col), 1e-6) << col;
+          }
+        }
+      }
+      EXPECT_TRUE(dirty.out.canaries_intact());
+    }
+}
+
+TEST_P(FewQueries, NonFiniteQueryOrMaskStaysInItsRow) {
+  for (float bad : {nan_value, inf}) {
+    Case c{6, 50, 16, 16, false, 0, 0, true};
+    Problem p(c, 600);
+    for (std::size_t j = 0; j < c.n_kv; ++j) p.mask.at(2, j) = j == 7 ? 0.0f : -inf;  // row 2 sees key 7 only
+    p.q.at(1, 3) = nan_value;
+    p.mask.at(4, 7) = bad;
+    p.run(*GetParam());
+    for (std::size_t i = 0; i < c.n_q; ++i)
+      for (std::size_t col = 0; col < c.d_v; ++col) {
+        if (i == 1 || i == 4) {
+          EXPECT_TRUE(std::isnan(p.out.at(i, col))) << i;
+        } else {
+          EXPECT_TRUE(std::isfinite(p.out.at(i, col))) << i;
+        }
+      }
+    for (std::size_t col = 0; col < c.d_v; ++col) EXPECT_EQ(p.out.at(2, col), p.v.at(7, col));
+  }
+}
+
+TEST_P(FewQueries, QueriesThatSeeNoKeyGetZerosEvenBesideNan) {
+  Case c{3, 40, 8, 8, true, -2};  // query i sees keys j <= i − 2: queries 0 and 1 see none
+  Problem p(c, 700);
+  p.v.at(0, 0) = nan_value;
+  p.k.at(1, 0) = nan_value;
+  p.run(*GetParam());
+  for (std::size_t i : {0, 1})
+    for (std::size_t col = 0; col < c.d_v; ++col) EXPECT_EQ(p.out.at(i, col), 0.0f) << i;
+  EXPECT_TRUE(std::isnan(p.out.at(2, 0)));  // sees key 0 (NaN in v column 0)
+  EXPECT_TRUE(std::isfinite(p.out.at(2, 1)));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, FewQueries, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
+
+// ---- the row kernels alone -----------------------------------------------------------------------------------------
+
+class FewRowKernels : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
+
+TEST_P(FewRowKernels, DotAndAxpyAgainstDouble) {
+  // rows_dot: s = q·kᵀ; rows_axpy: o = o·alpha + p·v, and o = p·v when alpha is null (stale o ignored).
+  const ma::detail::Kernels& kern = *GetParam();
+  std::uint32_t seed = 800;
+#if MICROATTN_TEST_EMULATED
+  const std::vector<std::size_t> rows{1, 3, 8, 9}, inners{1, 17, 257}, widths{1, 33, 130};
+#else
+  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 8, 9, 13}, inners{1, 3, 16, 17, 64, 255, 257, 600},
+      widths{1, 7, 16, 33, 64, 130, 300};
+#endif
+  for (std::size_t nr : rows)
+    for (std::size_t inner : inners)
+      for (std::size_t cols : widths) {
+        SCOPED_TRACE(::testing::Message() << kern.name << " nr=" << nr << " inner=" << inner << " cols=" << cols);
+        Uniform u(seed++);
+        Guarded a(nr, inner, inner + 1, true), bt(cols, inner, inner + 3), b(inner, cols, cols + 2, true);
+        Guarded s(nr, cols, cols + 1), o(nr, cols, cols + 5, true);
+        a.fill(u);
+        bt.fill(u);
+        b.fill(u);
+        kern.rows_dot(a.data(), a.stride(), nr, inner, bt.data(), bt.stride(), cols, s.data(), s.stride());
+        std::vector<double> want, scale;
+        ref::matmul(a.data(), a.stride(), bt.data(), bt.stride(), true, nr, cols, inner, want, scale);
+        EXPECT_TRUE(matrix_near(s, want, scale, dot_tolerance(inner)));
+        EXPECT_TRUE(s.canaries_intact());
+
+        o.fill_value(nan_value);  // stale: must not be read when alpha is null
+        kern.rows_axpy(a.data(), a.stride(), nr, inner, b.data(), b.stride(), cols, nullptr, o.data(), o.stride());
+        ref::matmul(a.data(), a.stride(), b.data(), b.stride(), false, nr, cols, inner, want, scale);
+        EXPECT_TRUE(matrix_near(o, want, scale, dot_tolerance(inner)));
+
+        std::vector<float> alpha(nr);
+        for (std::size_t r = 0; r < nr; ++r) alpha[r] = 0.25f * static_cast<float>(r % 4);
+        Guarded before(nr, cols);
+        for (std::size_t r = 0; r < nr; ++r)
+          for (std::size_t c = 0; c < cols; ++c) before.at(r, c) = o.at(r, c);
+        kern.rows_axpy(a.data(), a.stride(), nr, inner, b.data(), b.stride(), cols, alpha.data(), o.data(), o.stride());
+        for (std::size_t r = 0; r < nr; ++r)
+          for (std::size_t c = 0; c < cols; ++c) {
+            want[r * cols + c] += alpha[r] * static_cast<double>(before.at(r, c));
+            scale[r * cols + c] += std::fabs(alpha[r] * static_cast<double>(before.at(r, c)));
+          }
+        EXPECT_TRUE(matrix_near(o, want, scale, dot_tolerance(inner + 1)));
+        EXPECT_TRUE(o.canaries_intact());
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, FewRowKernels, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
+
+}  // namespace
