@@ -461,7 +461,7 @@ static void test_layer(void) {
   CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
                              sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_OK,
         "init");
-  CHECK(layer.head_dim == L_HD && layer.buffer == layer_buffer, "layer fields");
+  CHECK(layer.head_dim == L_HD && layer.cache == layer_buffer, "layer fields");
 
   memset(&opt, 0, sizeof opt);
   for (n = 1; n <= L_SEQ; n += 5) {
