@@ -635,8 +635,8 @@ static void ref_decode(const layer_shape* s, const float* query, size_t n_q, con
 
 /* y's rows against want's (dim wide): the layer bound of layer_matches, plus the rotary angles' float rounding,
  * about max_pos · (ln θ + 4) · 2^-24 radians (layers.hpp), which moves q and k by as much relative to their size,
- * the scores by twice that relative to |q|·|k|: 16 × leaves room for the score and value spread. (It catches an
- * angle 1e-3 off; a position offset shared by q and k cancels in q·k, so attend-after-cross pins q's origin.) */
+ * the scores by twice that relative to |q|·|k|: 16 × leaves room for the score and value spread (an angle
+ * 1e-3 off fails). A position offset shared by q and k cancels in q·k: the tests see relative positions only. */
 static int decode_matches(microattn_view y, const double* want, size_t n_kv, const microattn_layer_config* c,
                           size_t max_pos) {
   const double rope =
