@@ -7,7 +7,7 @@
  *  - matrices are row-major views {data, rows, cols, stride}: element (r, c) is data[r * stride + c], stride in
  *    elements, stride >= cols, no alignment beyond that of float required;
  *  - every function checks its arguments first and, on error, returns a non-OK status without writing a
- *    single byte of its outputs (or the layer's buffer);
+ *    single byte of its outputs (nor the layer's cache or state);
  *  - nothing allocates; scratch memory is the caller's, sized by the *_FLOATS macros below (integer constant
  *    expressions, for static arrays) or the functions of the same name.
  * The library is C++ inside (built with -fno-exceptions -fno-rtti) but references nothing of the C++ runtime, only
