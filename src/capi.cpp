@@ -15,8 +15,7 @@ static_assert(static_cast<int>(ma::Status::invalid_shape) == MICROATTN_INVALID_S
 static_assert(static_cast<int>(ma::Status::workspace_too_small) == MICROATTN_WORKSPACE_TOO_SMALL,
               "status values differ");
 static_assert(static_cast<int>(ma::Status::aliasing) == MICROATTN_ALIASING, "status values differ");
-// Status::misaligned is appended after aliasing.
-static_assert(static_cast<int>(ma::Status::aliasing) + 1 == MICROATTN_MISALIGNED, "status values differ");
+static_assert(static_cast<int>(ma::Status::misaligned) == MICROATTN_MISALIGNED, "status values differ");
 
 // The C macros repeat config.hpp's figures for C; whichever header came first defined them, so compare values.
 static_assert(MICROATTN_ATTENTION_BLOCK_Q == ma::attention_block_q, "C and C++ attention tiles differ");
@@ -25,7 +24,16 @@ static_assert(MICROATTN_ATTENTION_MAX_HEAD_DIM == ma::attention_max_head_dim, "C
 static_assert(MICROATTN_EXP_MAX_ULP == ma::exp_max_ulp, "C and C++ exp bounds differ");
 static_assert(MICROATTN_ATTENTION_WORKSPACE_FLOATS(64, 48) == ma::attention_workspace_floats(64, 48),
               "C and C++ workspace formulas differ");
-static_assert(MICROATTN_LAYER_BUFFER_FLOATS(64, 64, 4, 2) == ma::detail::layer_buffer_floats(64, 64, 4, 2),
+static_assert(MICROATTN_LAYER_CACHE_FLOATS(64, 64, 4, 2) == ma::layer_cache_floats(64, 64, 4, 2),
+              "C and C++ layer cache formulas differ");
+static_assert(MICROATTN_LAYER_SCRATCH_FLOATS(48, 6) == ma::layer_scratch_floats(48, 6),
+              "C and C++ layer scratch formulas differ");
+static_assert(MICROATTN_LAYER_BUFFER_FLOATS(64, 64, 4, 2) == ma::MultiHeadAttention<64, 64, 4, 2>::buffer_floats,
+              "C and C++ layer buffer formulas differ");
+static_assert(MICROATTN_LAYER_BUFFER_FLOATS(5, 12, 3, 1) == ma::MultiHeadAttention<5, 12, 3, 1>::buffer_floats,
+              "C and C++ layer buffer formulas differ");
+static_assert(MICROATTN_LAYER_BUFFER_FLOATS(64, 64, 4, 2) ==
+                  ma::layer_cache_floats(64, 64, 4, 2) + ma::layer_scratch_floats(64, 4),
               "C and C++ layer buffer formulas differ");
 
 namespace {
@@ -52,18 +60,35 @@ bool mul_add(std::size_t a, std::size_t b, std::size_t c, std::size_t& out) noex
   return true;
 }
 
-// microattn_layer_buffer_floats with overflow checks; 0 for an invalid shape.
-std::size_t layer_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads, std::size_t kv_heads) noexcept {
-  if (max_seq == 0 || model_dim == 0 || heads == 0 || kv_heads == 0) return 0;
-  if (model_dim % heads != 0 || heads % kv_heads != 0) return 0;
+// A valid layer shape: non-zero sizes, model_dim % heads == 0, heads % kv_heads == 0, a head dim attention takes.
+bool layer_shape_ok(std::size_t model_dim, std::size_t heads, std::size_t kv_heads) noexcept {
+  if (model_dim == 0 || heads == 0 || kv_heads == 0) return false;
+  if (model_dim % heads != 0 || heads % kv_heads != 0) return false;
+  return model_dim / heads <= ma::attention_max_head_dim;
+}
+
+// layer_cache_floats and layer_scratch_floats with overflow checks; 0 for an invalid shape or an overflow.
+std::size_t cache_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads, std::size_t kv_heads) noexcept {
+  if (max_seq == 0 || !layer_shape_ok(model_dim, heads, kv_heads)) return 0;
+  std::size_t kv = 0;
+  if (!mul_add(max_seq, kv_heads * (model_dim / heads), 0, kv) || !mul_add(kv, 2, 0, kv)) return 0;
+  return kv;
+}
+std::size_t scratch_floats(std::size_t model_dim, std::size_t heads) noexcept {
+  if (!layer_shape_ok(model_dim, heads, 1)) return 0;
   const std::size_t hd = model_dim / heads;
-  if (hd > ma::attention_max_head_dim) return 0;
-  std::size_t kv = 0, tiles = 0, total = 0;
-  if (!mul_add(max_seq, kv_heads * hd, 0, kv) || !mul_add(kv, 2, 0, kv)) return 0;
+  std::size_t tiles = 0, total = 0;
   if (!mul_add(ma::detail::layer_block_q, model_dim, 0, tiles) || !mul_add(tiles, 2, 0, tiles)) return 0;
-  if (!mul_add(kv, 1, tiles, total)) return 0;
   const std::size_t ws = ma::attention_workspace_floats(hd, hd);  // hd is bounded: no overflow
-  if (!mul_add(total, 1, ws, total)) return 0;
+  if (!mul_add(tiles, 1, ws, total)) return 0;
+  return total;
+}
+std::size_t buffer_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
+                          std::size_t kv_heads) noexcept {
+  const std::size_t kv = cache_floats(max_seq, model_dim, heads, kv_heads);
+  const std::size_t scratch = kv == 0 ? 0 : scratch_floats(model_dim, heads);
+  std::size_t total = 0;
+  if (scratch == 0 || !mul_add(kv, 1, scratch, total)) return 0;
   return total;
 }
 
@@ -79,40 +104,86 @@ bool overlaps_weights(const float* buffer, std::size_t floats, const microattn_l
   return false;
 }
 
-// The argument checks of detail::layer_forward up to (not including) its overlap checks, in its order, so that
-// an overlap with the layer's buffer (which the C++ layer, owning its buffer, never sees) is reported in the
-// documented place: after null pointers and shapes.
-ma::Status layer_arguments(const microattn_layer& l, const ma::MatrixView<const float>& q,
-                           const ma::MatrixView<const float>& ctx, const ma::MatrixView<float>& y,
-                           const ma::AttentionOptions& o) noexcept {
-  using ma::detail::shape_ok;
-  if (q.data == nullptr || ctx.data == nullptr || y.data == nullptr) return ma::Status::null_pointer;
-  if (!shape_ok(q) || !shape_ok(ctx) || !shape_ok(y)) return ma::Status::invalid_shape;
-  const std::size_t d = l.model_dim;
-  if (q.cols != d || ctx.cols != d || y.cols != d || y.rows != q.rows) return ma::Status::invalid_shape;
-  if (q.rows > l.max_seq || ctx.rows > l.max_seq) return ma::Status::invalid_shape;
-  if (o.mask.data != nullptr && (!shape_ok(o.mask) || o.mask.rows != q.rows || o.mask.cols != ctx.rows))
-    return ma::Status::invalid_shape;
-  return ma::Status::ok;
+bool aligned(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0; }
+
+ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
+  ma::LayerConfig r;
+  r.rope_theta = c.rope_theta;
+  r.rope_dims = c.rope_dims;
+  r.rope_interleaved = c.rope_interleaved != 0;
+  r.window = c.window;
+  return r;
 }
 
-bool overlaps_buffer(const microattn_layer& l, const ma::MatrixView<const float>& v) noexcept {
-  return v.data != nullptr && ma::detail::ranges_overlap(l.buffer, l.buffer_floats, v.data, ma::detail::extent(v));
+// The configurations layer_run rejects on every call (its config_ok), rejected once at init instead.
+bool config_ok(const microattn_layer_config& c, std::size_t head_dim) noexcept {
+  if (c.rope_theta == 0.0f) return true;
+  const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
+  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
 }
 
-microattn_status layer_forward(microattn_layer* layer, microattn_cview query, microattn_cview context, microattn_view y,
-                               const microattn_attention_options* options) noexcept {
-  if (layer == nullptr || layer->buffer == nullptr || layer->weights.q_weight == nullptr) return MICROATTN_NULL_POINTER;
-  const microattn_layer& l = *layer;
+// The checks of every init, in the documented order; `blocks` are the caller's memory (cache, scratch).
+microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::size_t model_dim, std::size_t heads,
+                            std::size_t kv_heads, const microattn_layer_weights* weights,
+                            const microattn_layer_config* config, float* cache, std::size_t cache_given, float* scratch,
+                            std::size_t scratch_given, bool shared) noexcept {
+  if (layer == nullptr || weights == nullptr || cache == nullptr || scratch == nullptr) return MICROATTN_NULL_POINTER;
+  if (weights->q_weight == nullptr || weights->k_weight == nullptr || weights->v_weight == nullptr)
+    return MICROATTN_NULL_POINTER;
+  const std::size_t cache_needed = cache_floats(max_seq, model_dim, heads, kv_heads);
+  const std::size_t scratch_needed = scratch_floats(model_dim, heads);
+  const std::size_t buffer_needed = buffer_floats(max_seq, model_dim, heads, kv_heads);
+  if (buffer_needed == 0) return MICROATTN_INVALID_SHAPE;
+  microattn_layer_config c{};
+  if (config != nullptr) c = *config;
+  const std::size_t hd = model_dim / heads;
+  if (!config_ok(c, hd)) return MICROATTN_INVALID_SHAPE;
+  if (shared ? cache_given < cache_needed || scratch_given < scratch_needed : cache_given < buffer_needed)
+    return MICROATTN_WORKSPACE_TOO_SMALL;
+  if (!aligned(cache) || !aligned(scratch)) return MICROATTN_MISALIGNED;
+  const std::size_t kv_dim = kv_heads * hd;
+  if (overlaps_weights(cache, shared ? cache_needed : buffer_needed, *weights, model_dim, kv_dim) ||
+      (shared && (overlaps_weights(scratch, scratch_needed, *weights, model_dim, kv_dim) ||
+                  ma::detail::ranges_overlap(cache, cache_needed, scratch, scratch_needed))))
+    return MICROATTN_ALIASING;
+  microattn_layer l{};
+  l.max_seq = max_seq;
+  l.model_dim = model_dim;
+  l.heads = heads;
+  l.kv_heads = kv_heads;
+  l.head_dim = hd;
+  l.weights = *weights;
+  l.config = c;
+  l.cache = cache;
+  l.cache_floats = cache_needed;
+  l.scratch = shared ? scratch : cache + cache_needed;  // MultiHeadAttention::parts(): the scratch after K and V
+  l.scratch_floats = scratch_needed;
+  l.cached = 0;
+  l.position = 0;
+  *layer = l;
+  return MICROATTN_OK;
+}
+
+bool initialised(const microattn_layer* layer) noexcept {
+  return layer != nullptr && layer->cache != nullptr && layer->scratch != nullptr && layer->weights.q_weight != nullptr;
+}
+
+template <class T>
+bool overlaps_cache(const microattn_layer& l, const ma::MatrixView<T>& v) noexcept {
+  return v.data != nullptr && ma::detail::shape_ok(v) &&
+         ma::detail::ranges_overlap(l.cache, l.cache_floats, v.data, ma::detail::extent(v));
+}
+
+// Every layer call: the C struct lends its fields to detail::layer_run as MultiHeadAttention::parts() does, and
+// takes the cache state back.
+microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, microattn_cview query,
+                            microattn_cview context, microattn_view y,
+                            const microattn_attention_options* options) noexcept {
+  if (!initialised(layer)) return MICROATTN_NULL_POINTER;
+  microattn_layer& l = *layer;
   const ma::AttentionOptions o = cpp(options);
   const ma::MatrixView<const float> q = cpp(query), ctx = cpp(context);
   const ma::MatrixView<float> out = cpp(y);
-  const ma::Status args = layer_arguments(l, q, ctx, out, o);
-  if (args != ma::Status::ok) return c(args);
-  if (overlaps_buffer(l, q) || overlaps_buffer(l, ctx) || overlaps_buffer(l, out) || overlaps_buffer(l, o.mask))
-    return MICROATTN_ALIASING;
-
-  const ma::detail::LayerShape shape{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim};
   const microattn_layer_weights& cw = l.weights;
   ma::LayerWeights w{cw.q_weight, cw.k_weight, cw.v_weight};
   w.q_bias = cw.q_bias;
@@ -120,23 +191,44 @@ microattn_status layer_forward(microattn_layer* layer, microattn_cview query, mi
   w.v_bias = cw.v_bias;
   w.out_weight = cw.out_weight;
   w.out_bias = cw.out_bias;
-  // The same partition of the buffer as MultiHeadAttention<...>::buffers().
-  const std::size_t kv_floats = l.max_seq * l.kv_heads * l.head_dim;
-  const std::size_t tile_floats = ma::detail::layer_block_q * l.model_dim;
-  float* b = l.buffer;
-  const ma::detail::LayerBuffers buffers{b, b + kv_floats, b + 2 * kv_floats, b + 2 * kv_floats + tile_floats,
-                                         b + 2 * kv_floats + 2 * tile_floats};
-  return c(ma::detail::layer_forward(shape, w, buffers, q, ctx, out, o));
+  const ma::LayerConfig config = cpp(l.config);
+  ma::detail::LayerState state{l.cached, l.position};
+  ma::detail::LayerParts parts{{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim},
+                               &w,
+                               &config,
+                               &state,
+                               l.cache,
+                               l.cache + l.cache_floats / 2,
+                               l.scratch};
+  // A C caller can point a view into the cache, which a C++ layer keeps private. layer_run checks every view
+  // against its scratch, after all its other checks: lending it the offending view's own memory as the scratch
+  // makes it report that overlap as ALIASING in the documented order (null pointers, alignment, shapes,
+  // capacity, mask, overlaps) and return before it writes anything.
+  float* offending = nullptr;
+  if (overlaps_cache(l, out))
+    offending = out.data;
+  else if (overlaps_cache(l, q))
+    offending = const_cast<float*>(q.data);
+  else if (overlaps_cache(l, ctx))
+    offending = const_cast<float*>(ctx.data);
+  else if (overlaps_cache(l, o.mask))
+    offending = const_cast<float*>(o.mask.data);
+  if (offending != nullptr) {
+    parts.scratch = offending;
+    const ma::Status s = ma::detail::layer_run(parts, op, q, ctx, out, o);
+    return s == ma::Status::ok ? MICROATTN_ALIASING : c(s);  // never ok: the scratch overlap always fires
+  }
+  const ma::Status s = ma::detail::layer_run(parts, op, q, ctx, out, o);
+  l.cached = state.cached;
+  l.position = state.position;
+  return c(s);
 }
 
 }  // namespace
 
 extern "C" {
 
-const char* microattn_status_string(microattn_status s) {
-  if (s == MICROATTN_MISALIGNED) return "misaligned";  // also before the C++ Status names it
-  return ma::to_string(static_cast<ma::Status>(s));
-}
+const char* microattn_status_string(microattn_status s) { return ma::to_string(static_cast<ma::Status>(s)); }
 
 const char* microattn_version(void) {
 #define MICROATTN_STR_(x) #x
@@ -166,43 +258,65 @@ microattn_status microattn_attention(microattn_cview q, microattn_cview k, micro
   return c(ma::attention(cpp(q), cpp(k), cpp(v), cpp(out), workspace, workspace_floats, cpp(options)));
 }
 
+size_t microattn_layer_cache_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads) {
+  return cache_floats(max_seq, model_dim, heads, kv_heads);
+}
+size_t microattn_layer_scratch_floats(size_t model_dim, size_t heads) { return scratch_floats(model_dim, heads); }
 size_t microattn_layer_buffer_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads) {
-  return layer_floats(max_seq, model_dim, heads, kv_heads);
+  return buffer_floats(max_seq, model_dim, heads, kv_heads);
 }
 
 microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
                                       size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
                                       size_t buffer_floats) {
-  if (layer == nullptr || weights == nullptr || buffer == nullptr) return MICROATTN_NULL_POINTER;
-  if (weights->q_weight == nullptr || weights->k_weight == nullptr || weights->v_weight == nullptr)
-    return MICROATTN_NULL_POINTER;
-  const std::size_t needed = layer_floats(max_seq, model_dim, heads, kv_heads);
-  if (needed == 0) return MICROATTN_INVALID_SHAPE;
-  if (buffer_floats < needed) return MICROATTN_WORKSPACE_TOO_SMALL;
-  if (reinterpret_cast<std::uintptr_t>(buffer) % alignof(float) != 0) return MICROATTN_MISALIGNED;
-  const std::size_t hd = model_dim / heads;
-  if (overlaps_weights(buffer, needed, *weights, model_dim, kv_heads * hd)) return MICROATTN_ALIASING;
-  microattn_layer l{};
-  l.max_seq = max_seq;
-  l.model_dim = model_dim;
-  l.heads = heads;
-  l.kv_heads = kv_heads;
-  l.head_dim = hd;
-  l.weights = *weights;
-  l.buffer = buffer;
-  l.buffer_floats = needed;
-  *layer = l;
-  return MICROATTN_OK;
+  return layer_init(layer, max_seq, model_dim, heads, kv_heads, weights, nullptr, buffer, buffer_floats, buffer, 0,
+                    false);
+}
+
+microattn_status microattn_layer_init_config(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                             size_t kv_heads, const microattn_layer_weights* weights,
+                                             const microattn_layer_config* config, float* buffer,
+                                             size_t buffer_floats) {
+  return layer_init(layer, max_seq, model_dim, heads, kv_heads, weights, config, buffer, buffer_floats, buffer, 0,
+                    false);
+}
+
+microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                             size_t kv_heads, const microattn_layer_weights* weights,
+                                             const microattn_layer_config* config, float* cache, size_t cache_floats,
+                                             float* scratch, size_t scratch_floats) {
+  return layer_init(layer, max_seq, model_dim, heads, kv_heads, weights, config, cache, cache_floats, scratch,
+                    scratch_floats, true);
 }
 
 microattn_status microattn_layer_forward(microattn_layer* layer, microattn_cview x, microattn_view y,
                                          const microattn_attention_options* options) {
-  return layer_forward(layer, x, x, y, options);
+  return layer_call(layer, ma::detail::LayerOp::forward, x, x, y, options);
 }
 
 microattn_status microattn_layer_forward_cross(microattn_layer* layer, microattn_cview query, microattn_cview context,
                                                microattn_view y, const microattn_attention_options* options) {
-  return layer_forward(layer, query, context, y, options);
+  return layer_call(layer, ma::detail::LayerOp::forward, query, context, y, options);
 }
+
+microattn_status microattn_layer_append(microattn_layer* layer, microattn_cview x, microattn_view y,
+                                        const microattn_attention_options* options) {
+  return layer_call(layer, ma::detail::LayerOp::append, x, x, y, options);
+}
+
+microattn_status microattn_layer_attend(microattn_layer* layer, microattn_cview query, microattn_view y,
+                                        const microattn_attention_options* options) {
+  return layer_call(layer, ma::detail::LayerOp::attend, query, query, y, options);
+}
+
+microattn_status microattn_layer_reset(microattn_layer* layer) {
+  if (!initialised(layer)) return MICROATTN_NULL_POINTER;
+  layer->cached = 0;
+  layer->position = 0;
+  return MICROATTN_OK;
+}
+
+size_t microattn_layer_cached(const microattn_layer* layer) { return layer != nullptr ? layer->cached : 0; }
+size_t microattn_layer_position(const microattn_layer* layer) { return layer != nullptr ? layer->position : 0; }
 
 }  // extern "C"

@@ -236,6 +236,10 @@ static void ref_attention(const float* q, const float* k, const float* v, size_t
       }
       s[j] = dot * scale + mask;
       if (o->causal && (ptrdiff_t)j > (ptrdiff_t)i + o->causal_offset) s[j] = -INFINITY;
+      if (o->window != 0) { /* causal: i + offset - W < j; not causal: |j - (i + offset)| < W */
+        const ptrdiff_t dist = (ptrdiff_t)i + o->causal_offset - (ptrdiff_t)j, w = (ptrdiff_t)o->window;
+        if (dist >= w || (!o->causal && -dist >= w)) s[j] = -INFINITY;
+      }
       if (s[j] != -INFINITY) {
         sa[j] = fabs(scale) * dot_abs + fabs(mask);
         score_abs[i] = sa[j] > score_abs[i] ? sa[j] : score_abs[i];
@@ -268,7 +272,7 @@ static void test_attention(void) {
   for (id = 0; id < sizeof ds / sizeof ds[0]; ++id)
     for (iq = 0; iq < sizeof n_qs / sizeof n_qs[0]; ++iq)
       for (ikv = 0; ikv < sizeof n_kvs / sizeof n_kvs[0]; ++ikv)
-        for (mode = 0; mode < 5; ++mode) {
+        for (mode = 0; mode < 7; ++mode) {
           const size_t d = ds[id], n_q = n_qs[iq], n_kv = n_kvs[ikv], lds = d + 1;
           microattn_attention_options opt;
           microattn_view out;
@@ -288,6 +292,12 @@ static void test_attention(void) {
             opt.mask = cview(mask, n_q, n_kv, n_kv);
             opt.scale = 0.3f;
           }
+          if (mode == 5) { /* a causal window, bottom-right (sliding-window decoding) */
+            opt.causal = 1;
+            opt.causal_offset = (ptrdiff_t)n_kv - (ptrdiff_t)n_q;
+            opt.window = 3;
+          }
+          if (mode == 6) opt.window = 2; /* local attention: |j - i| < 2; rows past n_kv + 1 see nothing */
           arena_reset();
           out = arena_view(3, n_q, d, 1);
           CHECK(microattn_attention(cview(q, n_q, d, lds), cview(k, n_kv, d, lds), cview(v, n_kv, d, lds), out, ws,
@@ -461,7 +471,7 @@ static void test_layer(void) {
   CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
                              sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_OK,
         "init");
-  CHECK(layer.head_dim == L_HD && layer.buffer == layer_buffer, "layer fields");
+  CHECK(layer.head_dim == L_HD && layer.cache == layer_buffer, "layer fields");
 
   memset(&opt, 0, sizeof opt);
   for (n = 1; n <= L_SEQ; n += 5) {
@@ -522,6 +532,538 @@ static void test_layer(void) {
   }
 }
 
+/* ---- decoding: append, attend, rotary embeddings, windows and the ring, shared scratch ------------------------ */
+
+typedef struct {
+  size_t seq, dim, heads, kv_heads;
+  microattn_layer_config config;
+} layer_shape;
+
+enum { T_MAX = 100, D_MAX = 16 };
+static float decode_x[T_MAX * D_MAX], decode_q[T_MAX * D_MAX], decode_x2[T_MAX * D_MAX];
+static double decode_want[T_MAX * D_MAX], decode_want2[T_MAX * D_MAX];
+static float buffer_b[MICROATTN_LAYER_BUFFER_FLOATS(72, 8, 2, 1)];
+static float buffer_copy[MICROATTN_LAYER_BUFFER_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV)];
+static float shared_scratch[MICROATTN_LAYER_SCRATCH_FLOATS(16, 4)];
+static float cache_1[MICROATTN_LAYER_CACHE_FLOATS(12, 16, 4, 2)], cache_2[MICROATTN_LAYER_CACHE_FLOATS(12, 16, 4, 2)];
+
+static microattn_layer_weights all_weights(void) {
+  microattn_layer_weights w;
+  w.q_weight = wq;
+  w.k_weight = wk;
+  w.v_weight = wv;
+  w.q_bias = bq;
+  w.k_bias = bk;
+  w.v_bias = bv;
+  w.out_weight = wo;
+  w.out_bias = bo;
+  return w;
+}
+
+static layer_shape make_shape(size_t seq, size_t dim, size_t heads, size_t kv_heads, float theta, size_t rope_dims,
+                              int interleaved, size_t window) {
+  layer_shape s;
+  s.seq = seq;
+  s.dim = dim;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.config.rope_theta = theta;
+  s.config.rope_dims = rope_dims;
+  s.config.rope_interleaved = interleaved;
+  s.config.window = window;
+  return s;
+}
+
+/* Rotates the heads of one projected row (heads × hd, double) to position pos: pair p of the rope_dims leading
+ * dims turns by pos · θ^(-2p/rope_dims); pairs (p, p + rope_dims/2), or (2p, 2p + 1) interleaved. */
+static void ref_rope(double* row, size_t heads, size_t hd, const microattn_layer_config* c, size_t pos) {
+  const size_t dims = c->rope_dims != 0 ? c->rope_dims : hd, half = dims / 2;
+  size_t h, p;
+  if (c->rope_theta == 0.0f) return;
+  for (p = 0; p < half; ++p) {
+    const double angle = (double)pos * pow((double)c->rope_theta, -2.0 * (double)p / (double)dims);
+    const size_t a = c->rope_interleaved ? 2 * p : p, b = c->rope_interleaved ? 2 * p + 1 : p + half;
+    for (h = 0; h < heads; ++h) {
+      const double x = row[h * hd + a], z = row[h * hd + b];
+      row[h * hd + a] = x * cos(angle) - z * sin(angle);
+      row[h * hd + b] = x * sin(angle) + z * cos(angle);
+    }
+  }
+}
+
+/* The layer in double over the global weights: queries at positions 0 … n_q - 1 (rows of `query`, dim wide)
+ * attend to keys at positions 0 … n_kv - 1 (rows of `context`). Causal: key j is visible to query i iff j <= i
+ * and, with a window, i - j < window; not causal: iff no window or |i - j| < window. */
+static void ref_decode(const layer_shape* s, const float* query, size_t n_q, const float* context, size_t n_kv,
+                       int causal, size_t window, double* y) {
+  static double xq[T_MAX * D_MAX], xc[T_MAX * D_MAX], qp[T_MAX * D_MAX], kp[T_MAX * D_MAX], vp[T_MAX * D_MAX];
+  static double heads[T_MAX * D_MAX], p[T_MAX];
+  const size_t d = s->dim, hd = d / s->heads, kvd = s->kv_heads * hd;
+  size_t i, j, h, c;
+  for (i = 0; i < n_q * d; ++i) xq[i] = query[i];
+  for (i = 0; i < n_kv * d; ++i) xc[i] = context[i];
+  ref_linear(xq, n_q, d, wq, bq, d, qp);
+  ref_linear(xc, n_kv, d, wk, bk, kvd, kp);
+  ref_linear(xc, n_kv, d, wv, bv, kvd, vp);
+  for (i = 0; i < n_q; ++i) ref_rope(qp + i * d, s->heads, hd, &s->config, i);
+  for (j = 0; j < n_kv; ++j) ref_rope(kp + j * kvd, s->kv_heads, hd, &s->config, j);
+  for (h = 0; h < s->heads; ++h) {
+    const size_t g = h / (s->heads / s->kv_heads);
+    for (i = 0; i < n_q; ++i) {
+      double m = -INFINITY, sum = 0;
+      for (j = 0; j < n_kv; ++j) {
+        const size_t dist = i > j ? i - j : j - i;
+        const int visible = causal ? j <= i && (window == 0 || dist < window) : window == 0 || dist < window;
+        double dot = 0;
+        for (c = 0; c < hd; ++c) dot += qp[i * d + h * hd + c] * kp[j * kvd + g * hd + c];
+        p[j] = visible ? dot / sqrt((double)hd) : -INFINITY;
+        m = p[j] > m ? p[j] : m;
+      }
+      for (j = 0; j < n_kv; ++j) {
+        p[j] = m == -INFINITY ? 0.0 : exp(p[j] - m);
+        sum += p[j];
+      }
+      for (c = 0; c < hd; ++c) {
+        double acc = 0;
+        for (j = 0; j < n_kv; ++j) acc += p[j] * vp[j * kvd + g * hd + c];
+        heads[i * d + h * hd + c] = sum > 0 ? acc / sum : 0.0;
+      }
+    }
+  }
+  ref_linear(heads, n_q, d, wo, bo, d, y);
+}
+
+/* y's rows against want's (dim wide): the layer bound of layer_matches, plus the rotary angles' float rounding,
+ * about max_pos · (ln θ + 4) · 2^-24 radians (layers.hpp), which moves q and k by as much relative to their size,
+ * the scores by twice that relative to |q|·|k|: 16 × leaves room for the score and value spread (an angle
+ * 1e-3 off fails). A position offset shared by q and k cancels in q·k: the tests see relative positions only. */
+static int decode_matches(microattn_view y, const double* want, size_t n_kv, const microattn_layer_config* c,
+                          size_t max_pos) {
+  const double rope =
+      c->rope_theta != 0.0f ? 16.0 * (double)max_pos * (log((double)c->rope_theta) + 4.0) * unit_roundoff : 0.0;
+  const double rel = 8.0 * (3.0 * (double)y.cols + 2.0 * (double)n_kv + 32.0) * unit_roundoff + rope;
+  size_t r, col;
+  for (r = 0; r < y.rows; ++r) {
+    double row_max = 0;
+    for (col = 0; col < y.cols; ++col)
+      row_max = fabs(want[r * y.cols + col]) > row_max ? fabs(want[r * y.cols + col]) : row_max;
+    for (col = 0; col < y.cols; ++col)
+      if (!(fabs(at(y, r, col) - want[r * y.cols + col]) <= rel * row_max + 1e-6)) return 0;
+  }
+  return 1;
+}
+
+/* Appends rows [0, t) of x to an empty layer in chunks of the sizes chunks[0], chunks[1], … (cyclic, the last
+ * cut at t), each into a fresh canary arena, checking the chunk's rows against the same rows of want and the
+ * cache's bookkeeping (a ring keeps the newest window - 1 rows when an append would run past max_seq). */
+static void append_in_chunks(microattn_layer* layer, const layer_shape* s, const float* x, size_t t,
+                             const size_t* chunks, size_t n_chunks, const double* want, const char* what) {
+  size_t done = 0, k = 0, cached = 0;
+  const size_t w = s->config.window;
+  while (done < t) {
+    size_t r = chunks[k++ % n_chunks];
+    microattn_view y;
+    microattn_status st;
+    if (r > t - done) r = t - done;
+    arena_reset();
+    y = arena_view(7, r, s->dim, 2);
+    st = microattn_layer_append(layer, cview(x + done * s->dim, r, s->dim, s->dim), y, NULL);
+    CHECK(st == MICROATTN_OK, "%s: append of %u rows at %u: %s", what, (unsigned)r, (unsigned)done,
+          microattn_status_string(st));
+    if (st != MICROATTN_OK) return;
+    cached = (w != 0 && cached + r > s->seq ? (w - 1 < cached ? w - 1 : cached) : cached) + r;
+    CHECK(decode_matches(y, want + done * s->dim, cached, &s->config, done + r), "%s: rows %u..%u", what,
+          (unsigned)done, (unsigned)(done + r - 1));
+    CHECK(canaries_intact(y), "%s: canary at %u", what, (unsigned)done);
+    done += r;
+    CHECK(microattn_layer_position(layer) == done && layer->position == done, "%s: position %u, want %u", what,
+          (unsigned)microattn_layer_position(layer), (unsigned)done);
+    CHECK(microattn_layer_cached(layer) == cached && layer->cached == cached, "%s: cached %u, want %u", what,
+          (unsigned)microattn_layer_cached(layer), (unsigned)cached);
+  }
+}
+
+/* Token by token and in chunks equals one causal forward, with and without rotary embeddings (both pair
+ * conventions, all or part of the head dims), on a shape that crosses the query and key tiles. */
+static void test_layer_append(void) {
+  static const size_t ones[] = {1}, mixed[] = {3, 1, 5, 2, 33, 4};
+  layer_shape shapes[5];
+  const microattn_layer_weights w = all_weights();
+  microattn_attention_options causal;
+  size_t i;
+  shapes[0] = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 0.0f, 0, 0, 0);
+  shapes[1] = make_shape(72, 8, 2, 1, 0.0f, 0, 0, 0);
+  shapes[2] = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 10000.0f, 0, 0, 0); /* rotate_half over the whole head */
+  shapes[3] = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 500.0f, 2, 1, 0);   /* interleaved, first pair only */
+  shapes[4] = make_shape(72, 8, 2, 1, 10000.0f, 4, 1, 0);
+  memset(&causal, 0, sizeof causal);
+  causal.causal = 1;
+  for (i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    const layer_shape* s = &shapes[i];
+    const size_t t = s->seq;
+    float* buffer = s->seq == L_SEQ ? layer_buffer : buffer_b;
+    const size_t floats =
+        s->seq == L_SEQ ? sizeof layer_buffer / sizeof layer_buffer[0] : sizeof buffer_b / sizeof buffer_b[0];
+    microattn_layer layer;
+    microattn_view y;
+    CHECK(microattn_layer_init_config(&layer, s->seq, s->dim, s->heads, s->kv_heads, &w, &s->config, buffer, floats) ==
+              MICROATTN_OK,
+          "init_config, shape %u", (unsigned)i);
+    CHECK(layer.cached == 0 && layer.position == 0 && layer.cache == buffer &&
+              layer.scratch == buffer + microattn_layer_cache_floats(s->seq, s->dim, s->heads, s->kv_heads),
+          "layer fields, shape %u", (unsigned)i);
+    fill(decode_x, t * s->dim, 1.0f);
+    ref_decode(s, decode_x, t, decode_x, t, 1, 0, decode_want);
+    append_in_chunks(&layer, s, decode_x, t, ones, 1, decode_want, "token by token");
+    CHECK(microattn_layer_reset(&layer) == MICROATTN_OK && layer.cached == 0 && layer.position == 0, "reset");
+    append_in_chunks(&layer, s, decode_x, t, mixed, sizeof mixed / sizeof mixed[0], decode_want, "chunks");
+    /* one causal forward gives the same rows and leaves the cache full */
+    arena_reset();
+    y = arena_view(1, t, s->dim, 1);
+    CHECK(microattn_layer_forward(&layer, cview(decode_x, t, s->dim, s->dim), y, &causal) == MICROATTN_OK &&
+              decode_matches(y, decode_want, t, &s->config, t) && canaries_intact(y),
+          "causal forward, shape %u", (unsigned)i);
+    CHECK(layer.cached == t && layer.position == t, "forward's cache, shape %u", (unsigned)i);
+  }
+}
+
+/* A window: from the call's options on a plain layer (forward), and the layer's own with the ring wrapping many
+ * times past max_seq (append), against a causal sliding-window reference over the whole sequence. */
+static void test_layer_window(void) {
+  static const size_t chunks_a[] = {1, 3, 2, 8, 4, 1, 5}, chunks_b[] = {33, 7, 1, 53, 2};
+  const microattn_layer_weights w = all_weights();
+  microattn_attention_options opt;
+  microattn_layer layer;
+  microattn_view y;
+  layer_shape s = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 0.0f, 0, 0, 0);
+  int mode;
+  /* options.window reaches attention: causal and not */
+  CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
+                             sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_OK,
+        "init");
+  fill(decode_x, L_SEQ * L_DIM, 1.0f);
+  for (mode = 0; mode < 2; ++mode) {
+    memset(&opt, 0, sizeof opt);
+    opt.causal = mode == 0;
+    opt.window = mode == 0 ? 3 : 2;
+    ref_decode(&s, decode_x, L_SEQ, decode_x, L_SEQ, opt.causal, opt.window, decode_want);
+    arena_reset();
+    y = arena_view(4, L_SEQ, L_DIM, 0);
+    CHECK(microattn_layer_forward(&layer, cview(decode_x, L_SEQ, L_DIM, L_DIM), y, &opt) == MICROATTN_OK &&
+              decode_matches(y, decode_want, L_SEQ, &s.config, 0) && canaries_intact(y),
+          "forward with options.window %u, causal %d", (unsigned)opt.window, opt.causal);
+  }
+  /* the ring: window 5 in 12 rows over 40 tokens, with rope; window 20 in 72 rows over 100 tokens */
+  s = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 10000.0f, 0, 1, 5);
+  CHECK(microattn_layer_init_config(&layer, s.seq, s.dim, s.heads, s.kv_heads, &w, &s.config, layer_buffer,
+                                    sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_OK,
+        "init ring");
+  fill(decode_x, 40 * L_DIM, 1.0f);
+  ref_decode(&s, decode_x, 40, decode_x, 40, 1, 5, decode_want);
+  append_in_chunks(&layer, &s, decode_x, 40, chunks_a, sizeof chunks_a / sizeof chunks_a[0], decode_want, "ring 5/12");
+  s = make_shape(72, 8, 2, 1, 0.0f, 0, 0, 20);
+  CHECK(microattn_layer_init_config(&layer, s.seq, s.dim, s.heads, s.kv_heads, &w, &s.config, buffer_b,
+                                    sizeof buffer_b / sizeof buffer_b[0]) == MICROATTN_OK,
+        "init ring b");
+  fill(decode_x, T_MAX * 8, 1.0f);
+  ref_decode(&s, decode_x, T_MAX, decode_x, T_MAX, 1, 20, decode_want);
+  append_in_chunks(&layer, &s, decode_x, T_MAX, chunks_b, sizeof chunks_b / sizeof chunks_b[0], decode_want,
+                   "ring 20/72");
+}
+
+/* Cross-attention decoding: forward_cross fills the cache with the context, attend reads it and leaves it. */
+static void test_layer_attend(void) {
+  const microattn_layer_weights w = all_weights();
+  const layer_shape s = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 10000.0f, 0, 0, 0);
+  microattn_layer layer;
+  microattn_view y;
+  CHECK(microattn_layer_init_config(&layer, s.seq, s.dim, s.heads, s.kv_heads, &w, &s.config, layer_buffer,
+                                    sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_OK,
+        "init");
+  fill(decode_x, L_SEQ * L_DIM, 1.0f); /* the context */
+  fill(decode_q, 7 * L_DIM, 1.0f);
+  ref_decode(&s, decode_q, 5, decode_x, L_SEQ, 0, 0, decode_want);
+  arena_reset();
+  y = arena_view(3, 5, L_DIM, 1);
+  CHECK(microattn_layer_forward_cross(&layer, cview(decode_q, 5, L_DIM, L_DIM), cview(decode_x, L_SEQ, L_DIM, L_DIM), y,
+                                      NULL) == MICROATTN_OK &&
+            decode_matches(y, decode_want, L_SEQ, &s.config, L_SEQ) && canaries_intact(y),
+        "forward_cross");
+  CHECK(layer.cached == L_SEQ && layer.position == L_SEQ, "cross forward's cache");
+  fill(decode_q, 7 * L_DIM, 1.0f);
+  ref_decode(&s, decode_q, 7, decode_x, L_SEQ, 0, 0, decode_want);
+  arena_reset();
+  y = arena_view(9, 7, L_DIM, 4);
+  CHECK(microattn_layer_attend(&layer, cview(decode_q, 7, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+            decode_matches(y, decode_want, L_SEQ, &s.config, L_SEQ) && canaries_intact(y),
+        "attend after forward_cross");
+  CHECK(layer.cached == L_SEQ && layer.position == L_SEQ, "attend changed the cache");
+  /* in place, twice: the cache did not move */
+  y.data = decode_q;
+  y.stride = L_DIM;
+  CHECK(microattn_layer_attend(&layer, cview(decode_q, 7, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+            decode_matches(y, decode_want, L_SEQ, &s.config, L_SEQ),
+        "attend in place");
+}
+
+/* Two layers with their own caches and one scratch, decoding in turns. */
+static void test_layer_shared_scratch(void) {
+  const microattn_layer_weights w = all_weights();
+  const layer_shape s = make_shape(L_SEQ, L_DIM, L_HEADS, L_KV, 10000.0f, 0, 0, 0);
+  const size_t n_cache = sizeof cache_1 / sizeof cache_1[0],
+               n_scratch = sizeof shared_scratch / sizeof shared_scratch[0];
+  microattn_layer l1, l2, zeroed;
+  size_t t, k;
+  CHECK(microattn_layer_cache_floats(L_SEQ, L_DIM, L_HEADS, L_KV) ==
+                MICROATTN_LAYER_CACHE_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV) &&
+            microattn_layer_scratch_floats(L_DIM, L_HEADS) == MICROATTN_LAYER_SCRATCH_FLOATS(L_DIM, L_HEADS) &&
+            microattn_layer_buffer_floats(L_SEQ, L_DIM, L_HEADS, L_KV) ==
+                microattn_layer_cache_floats(L_SEQ, L_DIM, L_HEADS, L_KV) +
+                    microattn_layer_scratch_floats(L_DIM, L_HEADS),
+        "cache + scratch = buffer");
+  CHECK(microattn_layer_cache_floats(L_SEQ, L_DIM, L_HEADS, 3) == 0 && microattn_layer_scratch_floats(L_DIM, 3) == 0 &&
+            microattn_layer_scratch_floats(0, 1) == 0 && microattn_layer_cache_floats((size_t)-1 / 4, 64, 1, 1) == 0,
+        "size functions: 0 for bad shapes and overflow");
+  memset(&zeroed, 0, sizeof zeroed);
+  l1 = zeroed;
+  CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_1, n_cache, NULL,
+                                    n_scratch) == MICROATTN_NULL_POINTER,
+        "null scratch");
+  CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_1, n_cache, shared_scratch,
+                                    n_scratch - 1) == MICROATTN_WORKSPACE_TOO_SMALL,
+        "scratch one float short");
+  CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_1, n_cache - 1,
+                                    shared_scratch, n_scratch) == MICROATTN_WORKSPACE_TOO_SMALL,
+        "cache one float short");
+  for (k = 1; k < 4; ++k)
+    CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_1, n_cache,
+                                      (float*)(void*)((char*)shared_scratch + k), n_scratch) == MICROATTN_MISALIGNED,
+          "scratch misaligned by %u bytes", (unsigned)k);
+  CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, layer_buffer, n_cache,
+                                    layer_buffer + n_cache - 1, n_scratch) == MICROATTN_ALIASING,
+        "scratch over the cache");
+  CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_1, n_cache, wq, n_scratch) ==
+            MICROATTN_ALIASING,
+        "scratch over a weight");
+  CHECK(memcmp(&l1, &zeroed, sizeof l1) == 0, "init_shared wrote on error");
+  CHECK(microattn_layer_init_shared(&l1, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_1, n_cache, shared_scratch,
+                                    n_scratch) == MICROATTN_OK &&
+            microattn_layer_init_shared(&l2, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &s.config, cache_2, n_cache,
+                                        shared_scratch, n_scratch) == MICROATTN_OK,
+        "init_shared");
+  CHECK(l1.scratch == shared_scratch && l2.scratch == shared_scratch && l1.cache == cache_1, "shared fields");
+  fill(decode_x, L_SEQ * L_DIM, 1.0f);
+  fill(decode_x2, L_SEQ * L_DIM, 1.0f);
+  ref_decode(&s, decode_x, L_SEQ, decode_x, L_SEQ, 1, 0, decode_want);
+  ref_decode(&s, decode_x2, L_SEQ, decode_x2, L_SEQ, 1, 0, decode_want2);
+  for (t = 0; t < L_SEQ; ++t) {
+    microattn_view y;
+    arena_reset();
+    y = arena_view(2, 1, L_DIM, 0);
+    CHECK(microattn_layer_append(&l1, cview(decode_x + t * L_DIM, 1, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+              decode_matches(y, decode_want + t * L_DIM, t + 1, &s.config, t + 1) && canaries_intact(y),
+          "shared layer 1, token %u", (unsigned)t);
+    arena_reset();
+    y = arena_view(5, 1, L_DIM, 0);
+    CHECK(microattn_layer_append(&l2, cview(decode_x2 + t * L_DIM, 1, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+              decode_matches(y, decode_want2 + t * L_DIM, t + 1, &s.config, t + 1) && canaries_intact(y),
+          "shared layer 2, token %u", (unsigned)t);
+  }
+  /* a view in the shared scratch is aliasing (the check of the C++ layer) */
+  CHECK(microattn_layer_attend(&l1, cview(shared_scratch, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) ==
+            MICROATTN_ALIASING,
+        "query in the shared scratch");
+}
+
+/* Every error of the decoding calls: the status, and nothing written (y, the cache, cached, position). */
+static void test_layer_decode_errors(void) {
+  const microattn_layer_weights w = all_weights();
+  const size_t n_buffer = sizeof layer_buffer / sizeof layer_buffer[0];
+  microattn_layer layer, saved, zeroed;
+  microattn_attention_options opt;
+  microattn_layer_config config;
+  microattn_view y;
+  const float* x = decode_x;
+  size_t k;
+  fill(decode_x, T_MAX * L_DIM, 1.0f);
+  memset(&zeroed, 0, sizeof zeroed);
+  memset(&opt, 0, sizeof opt);
+
+  /* configurations the layer rejects: at init, nothing written */
+  {
+    static const float thetas[] = {10000.0f, 10000.0f, -1.0f, 0.0f, 0.0f};
+    static const size_t dims[] = {3, 6, 0, 0, 0};
+    size_t i;
+    for (i = 0; i < 5; ++i) {
+      memset(&config, 0, sizeof config);
+      config.rope_theta = i == 3 ? NAN : i == 4 ? INFINITY : thetas[i];
+      config.rope_dims = dims[i];
+      layer = zeroed;
+      CHECK(microattn_layer_init_config(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &config, layer_buffer, n_buffer) ==
+                    MICROATTN_INVALID_SHAPE &&
+                memcmp(&layer, &zeroed, sizeof layer) == 0,
+            "bad configuration %u", (unsigned)i);
+    }
+  }
+  for (k = 1; k < 4; ++k)
+    CHECK(microattn_layer_init_config(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, NULL,
+                                      (float*)(void*)((char*)layer_buffer + k), n_buffer) == MICROATTN_MISALIGNED,
+          "buffer misaligned by %u bytes", (unsigned)k);
+  CHECK(microattn_layer_reset(NULL) == MICROATTN_NULL_POINTER &&
+            microattn_layer_reset(&zeroed) == MICROATTN_NULL_POINTER && microattn_layer_cached(NULL) == 0 &&
+            microattn_layer_position(NULL) == 0,
+        "reset, cached, position on NULL");
+
+  CHECK(microattn_layer_init_config(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, NULL, layer_buffer, n_buffer) ==
+            MICROATTN_OK,
+        "init_config with NULL");
+  arena_reset();
+  CHECK(microattn_layer_attend(&layer, cview(x, 2, L_DIM, L_DIM), arena_view(0, 2, L_DIM, 0), NULL) ==
+            MICROATTN_INVALID_SHAPE,
+        "attend on an empty cache");
+  CHECK(microattn_layer_append(&layer, cview(x, L_SEQ + 1, L_DIM, L_DIM), arena_view(0, L_SEQ + 1, L_DIM, 0), NULL) ==
+            MICROATTN_INVALID_SHAPE,
+        "append of more than max_seq rows");
+  CHECK(microattn_layer_append(&layer, cview(x, 5, L_DIM, L_DIM), arena_view(0, 5, L_DIM, 0), NULL) == MICROATTN_OK,
+        "append 5");
+
+  /* from here on, every call fails and writes nothing */
+  arena_reset();
+  memcpy(arena_copy, arena, sizeof arena);
+  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
+  saved = layer;
+  y = arena_view(0, 2, L_DIM, 0);
+#define UNTOUCHED                                                                                                 \
+  (memcmp(arena, arena_copy, sizeof arena) == 0 && memcmp(buffer_copy, layer_buffer, sizeof layer_buffer) == 0 && \
+   memcmp(&layer, &saved, sizeof layer) == 0)
+  CHECK(microattn_layer_append(NULL, cview(x, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_NULL_POINTER && UNTOUCHED,
+        "append on NULL");
+  CHECK(microattn_layer_attend(NULL, cview(x, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_NULL_POINTER && UNTOUCHED,
+        "attend on NULL");
+  CHECK(microattn_layer_append(&zeroed, cview(x, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_NULL_POINTER && UNTOUCHED,
+        "append on an uninitialised layer");
+  CHECK(microattn_layer_append(&layer, cview(NULL, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_NULL_POINTER && UNTOUCHED,
+        "append null x");
+  y.data = NULL;
+  CHECK(microattn_layer_attend(&layer, cview(x, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_NULL_POINTER && UNTOUCHED,
+        "attend null y");
+  y.data = arena;
+  for (k = 1; k < 4; ++k) {
+    const float* x_off = (const float*)(const void*)((const char*)x + k);
+    microattn_view y_off = y;
+    y_off.data = (float*)(void*)((char*)(arena + 8) + k);
+    CHECK(microattn_layer_append(&layer, cview(x_off, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_MISALIGNED && UNTOUCHED,
+          "append x misaligned by %u", (unsigned)k);
+    CHECK(microattn_layer_attend(&layer, cview(x, 2, L_DIM, L_DIM), y_off, NULL) == MICROATTN_MISALIGNED && UNTOUCHED,
+          "attend y misaligned by %u", (unsigned)k);
+    CHECK(microattn_layer_forward(&layer, cview(x, 2, L_DIM, L_DIM), y_off, NULL) == MICROATTN_MISALIGNED && UNTOUCHED,
+          "forward y misaligned by %u", (unsigned)k);
+    /* alignment comes before the overlap with the cache */
+    CHECK(microattn_layer_append(&layer,
+                                 cview((const float*)(const void*)((const char*)layer.cache + k), 2, L_DIM, L_DIM), y,
+                                 NULL) == MICROATTN_MISALIGNED &&
+              UNTOUCHED,
+          "misaligned x in the cache, by %u", (unsigned)k);
+  }
+  CHECK(microattn_layer_append(&layer, cview(x, 2, L_DIM - 1, L_DIM), arena_view(0, 2, L_DIM - 1, 0), NULL) ==
+                MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "append cols != model_dim");
+  CHECK(microattn_layer_append(&layer, cview(x, 3, L_DIM, L_DIM), y, NULL) == MICROATTN_INVALID_SHAPE && UNTOUCHED,
+        "append y.rows != x.rows");
+  CHECK(microattn_layer_attend(&layer, cview(x, 2, L_DIM, L_DIM - 1), y, NULL) == MICROATTN_INVALID_SHAPE && UNTOUCHED,
+        "attend stride < cols");
+  CHECK(
+      microattn_layer_append(&layer, cview(layer.cache + 3, 2, L_DIM, L_DIM - 2), y, NULL) == MICROATTN_INVALID_SHAPE &&
+          UNTOUCHED,
+      "shape before the overlap with the cache");
+  CHECK(microattn_layer_append(&layer, cview(x, 8, L_DIM, L_DIM), arena_view(0, 8, L_DIM, 0), NULL) ==
+                MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "append past max_seq (5 + 8 > 12)");
+  opt.mask = cview(x, 2, 6, 6); /* needs 2 × (5 + 2) */
+  CHECK(microattn_layer_append(&layer, cview(x, 2, L_DIM, L_DIM), y, &opt) == MICROATTN_INVALID_SHAPE && UNTOUCHED,
+        "append mask shape");
+  opt.mask = cview(layer.cache + 1, 2, 7, 7);
+  CHECK(microattn_layer_append(&layer, cview(x, 2, L_DIM, L_DIM), y, &opt) == MICROATTN_ALIASING && UNTOUCHED,
+        "mask in the cache");
+  memset(&opt, 0, sizeof opt);
+  CHECK(microattn_layer_append(&layer, cview(layer.cache + 3, 2, L_DIM, L_DIM), y, NULL) == MICROATTN_ALIASING &&
+            UNTOUCHED,
+        "append x in the cache");
+  CHECK(microattn_layer_attend(&layer, cview(layer.cache + layer.cache_floats / 2, 2, L_DIM, L_DIM), y, NULL) ==
+                MICROATTN_ALIASING &&
+            UNTOUCHED,
+        "attend query in V");
+  {
+    microattn_view in_cache;
+    in_cache.data = layer.cache + 40;
+    in_cache.rows = 2;
+    in_cache.cols = L_DIM;
+    in_cache.stride = L_DIM;
+    CHECK(microattn_layer_append(&layer, cview(x, 2, L_DIM, L_DIM), in_cache, NULL) == MICROATTN_ALIASING && UNTOUCHED,
+          "append y in the cache");
+    CHECK(microattn_layer_forward_cross(&layer, cview(x, 2, L_DIM, L_DIM), as_input(in_cache), y, NULL) ==
+                  MICROATTN_ALIASING &&
+              UNTOUCHED,
+          "context in the cache");
+    in_cache.data = layer.scratch + 7;
+    CHECK(microattn_layer_attend(&layer, cview(x, 2, L_DIM, L_DIM), in_cache, NULL) == MICROATTN_ALIASING && UNTOUCHED,
+          "attend y in the scratch");
+  }
+  CHECK(microattn_layer_append(&layer, as_input(y), arena_view(L_DIM, 2, L_DIM, 0), NULL) == MICROATTN_ALIASING &&
+            UNTOUCHED,
+        "append y overlaps x");
+
+  /* a full cache: INVALID_SHAPE, nothing written */
+  arena_reset();
+  CHECK(microattn_layer_append(&layer, cview(x + 5 * L_DIM, 7, L_DIM, L_DIM), arena_view(0, 7, L_DIM, 0), NULL) ==
+                MICROATTN_OK &&
+            layer.cached == L_SEQ,
+        "fill the cache");
+  arena_reset();
+  memcpy(arena_copy, arena, sizeof arena);
+  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
+  saved = layer;
+  CHECK(microattn_layer_append(&layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) ==
+                MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "append to a full cache");
+
+  /* a ring (window 5 in 12 rows): at most 12 - 4 rows per append, no mask, no larger window */
+  memset(&config, 0, sizeof config);
+  config.window = 5;
+  CHECK(microattn_layer_init_config(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, &config, layer_buffer, n_buffer) ==
+                MICROATTN_OK &&
+            microattn_layer_append(&layer, cview(x, 8, L_DIM, L_DIM), arena_view(0, 8, L_DIM, 0), NULL) == MICROATTN_OK,
+        "ring");
+  arena_reset();
+  memcpy(arena_copy, arena, sizeof arena);
+  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
+  saved = layer;
+  CHECK(microattn_layer_append(&layer, cview(x, 9, L_DIM, L_DIM), arena_view(0, 9, L_DIM, 0), NULL) ==
+                MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "ring: 4 + 9 > 12");
+  opt.window = 6;
+  CHECK(microattn_layer_append(&layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), &opt) ==
+                MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "ring: options.window > config.window");
+  opt.window = 0;
+  opt.mask = cview(x, 1, 9, 9);
+  CHECK(microattn_layer_append(&layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), &opt) ==
+                MICROATTN_INVALID_SHAPE &&
+            UNTOUCHED,
+        "ring: a mask");
+#undef UNTOUCHED
+  opt.mask = cview(NULL, 0, 0, 0);
+  opt.window = 3;
+  CHECK(microattn_layer_append(&layer, cview(x, 8, L_DIM, L_DIM), arena_view(0, 8, L_DIM, 0), &opt) == MICROATTN_OK &&
+            layer.cached == 12 && layer.position == 16,
+        "ring: a smaller window, 8 rows into a full ring");
+}
+
 int main(void) {
   test_strings_and_build();
   test_size_formulas();
@@ -530,6 +1072,11 @@ int main(void) {
   test_attention();
   test_bad_input();
   test_layer();
+  test_layer_append();
+  test_layer_window();
+  test_layer_attend();
+  test_layer_shared_scratch();
+  test_layer_decode_errors();
   printf("microattn %s C API (%s, %s): %d checks, %d failed\n", microattn_version(), microattn_simd_arch(),
          microattn_matmul_kernel_name(), checks, failures);
   return failures == 0 ? 0 : 1;

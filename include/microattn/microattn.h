@@ -7,7 +7,7 @@
  *  - matrices are row-major views {data, rows, cols, stride}: element (r, c) is data[r * stride + c], stride in
  *    elements, stride >= cols, no alignment beyond that of float required;
  *  - every function checks its arguments first and, on error, returns a non-OK status without writing a
- *    single byte of its outputs (or the layer's buffer);
+ *    single byte of its outputs (nor the layer's cache or state);
  *  - nothing allocates; scratch memory is the caller's, sized by the *_FLOATS macros below (integer constant
  *    expressions, for static arrays) or the functions of the same name.
  * The library is C++ inside (built with -fno-exceptions -fno-rtti) but references nothing of the C++ runtime, only
@@ -146,46 +146,120 @@ typedef struct {
   const float* out_bias;
 } microattn_layer_weights;
 
-/* A multi-head attention layer (C++: MultiHeadAttention<max_seq, model_dim, heads, kv_heads>) over a float
- * buffer the caller provides. Fill it with microattn_layer_init only; the fields are readable, but writing
- * them is undefined. The buffer holds K and V of max_seq rows, one query tile and the attention workspace. */
+/* Per-layer options beyond the weights (C++: microattn::LayerConfig). Zero-initialise it ({0} or memset) for the
+ * defaults: no rotary embedding, no window.
+ *   rope_theta        rotary position embedding base, e.g. 10000; 0: none
+ *   rope_dims         leading dims of each head that rotate (even, <= head_dim); 0: all of head_dim
+ *   rope_interleaved  0: pairs (i, i + rope_dims/2), HF Llama's rotate_half; non-zero: pairs (2i, 2i+1), GPT-J
+ *   window            the layer's sliding window (used where the call's options.window is 0); makes the cache a
+ *                     ring: appends keep the newest window - 1 rows when they run past max_seq
+ * Pair p of a head at position t turns by t · rope_theta^(-2p/rope_dims) radians (float products, as PyTorch's
+ * fp32 path: angle rounding about t · (ln θ + 4) · 2^-24 radians). */
+typedef struct {
+  float rope_theta;
+  size_t rope_dims;
+  int rope_interleaved;
+  size_t window;
+} microattn_layer_config;
+
+/* A multi-head attention layer with a K/V cache (C++: MultiHeadAttention<max_seq, model_dim, heads, kv_heads>,
+ * or MultiHeadAttentionSharedScratch with a borrowed scratch) over memory the caller provides. Fill it with a
+ * microattn_layer_init* function only; the fields are readable, writing them is undefined.
+ *   cache    K then V of max_seq rows each: K = cache, V = cache + cache_floats / 2
+ *   scratch  the per-call scratch: cache + cache_floats in a layer over one buffer, else the shared block
+ *   cached, position   rows [0, cached) of K and V hold the positions [position - cached, position) */
 typedef struct {
   size_t max_seq, model_dim, heads, kv_heads, head_dim;
   microattn_layer_weights weights;
-  float* buffer;
-  size_t buffer_floats;
-  size_t reserved_[4]; /* state of the layer's later features (the KV cache); zeroed by init */
+  microattn_layer_config config;
+  float* cache;
+  size_t cache_floats;
+  float* scratch;
+  size_t scratch_floats;
+  size_t cached;
+  size_t position;
 } microattn_layer;
 
-/* Floats of buffer a layer needs (C++: MultiHeadAttention<...>::buffer_floats; ram_bytes = 4 × this):
- *   2·max_seq·kv_heads·head_dim + 2·BLOCK_Q·model_dim + ATTENTION_WORKSPACE_FLOATS(head_dim, head_dim)
- * The function returns 0 for an invalid shape (a zero size, model_dim % heads, heads % kv_heads, or a head
- * dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM) or when the count overflows size_t. */
-#define MICROATTN_LAYER_BUFFER_FLOATS(max_seq, model_dim, heads, kv_heads)                   \
-  (2u * (size_t)(max_seq) * ((size_t)(kv_heads) * ((size_t)(model_dim) / (size_t)(heads))) + \
-   2u * (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(model_dim) +                          \
+/* Floats of a layer's K/V cache (C++: layer_cache_floats) and of its per-call scratch (C++:
+ * layer_scratch_floats), and of one buffer holding both (C++: MultiHeadAttention<...>::buffer_floats;
+ * ram_bytes = 4 × this):
+ *   cache    2·max_seq·kv_heads·head_dim
+ *   scratch  2·BLOCK_Q·model_dim + ATTENTION_WORKSPACE_FLOATS(head_dim, head_dim)
+ *   buffer   cache + scratch
+ * The functions return 0 for an invalid shape (a zero size, model_dim % heads, heads % kv_heads, or a head
+ * dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM) or when the count overflows size_t. Layers that run one
+ * after another may share one scratch block (microattn_layer_init_shared): size it for the largest. */
+#define MICROATTN_LAYER_CACHE_FLOATS(max_seq, model_dim, heads, kv_heads) \
+  (2u * (size_t)(max_seq) * ((size_t)(kv_heads) * ((size_t)(model_dim) / (size_t)(heads))))
+#define MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads)            \
+  (2u * (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(model_dim) + \
    MICROATTN_ATTENTION_WORKSPACE_FLOATS((size_t)(model_dim) / (size_t)(heads), (size_t)(model_dim) / (size_t)(heads)))
+#define MICROATTN_LAYER_BUFFER_FLOATS(max_seq, model_dim, heads, kv_heads) \
+  (MICROATTN_LAYER_CACHE_FLOATS(max_seq, model_dim, heads, kv_heads) + MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads))
+size_t microattn_layer_cache_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads);
+size_t microattn_layer_scratch_floats(size_t model_dim, size_t heads);
 size_t microattn_layer_buffer_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads);
 
-/* Sets *layer up over `buffer` (at least microattn_layer_buffer_floats(...) floats, any alignment, contents
- * irrelevant). Errors (*layer untouched), in this order: NULL_POINTER (layer, weights, q/k/v weight, buffer),
- * INVALID_SHAPE (as microattn_layer_buffer_floats returning 0), WORKSPACE_TOO_SMALL (buffer_floats too small),
- * MISALIGNED (buffer not aligned to float), ALIASING (the buffer overlaps a weight or bias array). */
+/* Sets *layer up over `buffer` (at least microattn_layer_buffer_floats(...) floats, aligned to float, contents
+ * irrelevant), with the default configuration; the cache starts empty. Errors (*layer untouched), in this order:
+ * NULL_POINTER (layer, weights, q/k/v weight, buffer), INVALID_SHAPE (as microattn_layer_buffer_floats returning
+ * 0), WORKSPACE_TOO_SMALL (buffer_floats too small), MISALIGNED (buffer not aligned to float), ALIASING (the
+ * buffer overlaps a weight or bias array). */
 microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
                                       size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
                                       size_t buffer_floats);
+/* The same with a configuration (NULL: the defaults). Also INVALID_SHAPE, after the shape, for a configuration
+ * the C++ layer rejects on every call: an odd rope_dims or one above head_dim, a rope_theta that is negative,
+ * NaN or infinite. */
+microattn_status microattn_layer_init_config(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                             size_t kv_heads, const microattn_layer_weights* weights,
+                                             const microattn_layer_config* config, float* buffer, size_t buffer_floats);
+/* A layer whose per-call scratch is a separate block, which layers that never run concurrently may share (one
+ * call at a time: not from two threads, nor from an interrupt and the code it interrupts). cache: at least
+ * microattn_layer_cache_floats(...) floats, the layer's own; scratch: at least
+ * microattn_layer_scratch_floats(model_dim, heads). Errors as microattn_layer_init_config, NULL_POINTER and
+ * MISALIGNED for either block, WORKSPACE_TOO_SMALL for either size, ALIASING also when the cache and the
+ * scratch overlap. */
+microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                             size_t kv_heads, const microattn_layer_weights* weights,
+                                             const microattn_layer_config* config, float* cache, size_t cache_floats,
+                                             float* scratch, size_t scratch_floats);
 
-/* Self-attention over x (rows <= max_seq, cols == model_dim); y (x.rows × model_dim) may be exactly x (same data
- * and stride: in place). options NULL: the defaults (scale 1/sqrt(head_dim), no mask, not causal). Errors as
- * microattn_attention, plus INVALID_SHAPE for rows > max_seq or cols != model_dim, NULL_POINTER for a layer
- * that was never initialised (zeroed), ALIASING for y overlapping x (other than exactly), the mask, a weight
- * or the layer's buffer. Nothing is written to y on error. */
+/* The layer calls below have the semantics and error rules of the C++ methods of the same name (layers.hpp).
+ * Common rules: options NULL is the defaults (scale 1/sqrt(head_dim), no mask, not causal, the layer's window);
+ * y may be exactly the query (same data and stride: in place). Errors as microattn_attention, plus
+ * NULL_POINTER for a layer that was never initialised (zeroed), MISALIGNED for any view or mask not aligned to
+ * float, INVALID_SHAPE for cols != model_dim or more rows than fit, ALIASING for y overlapping an input (other
+ * than exactly), the mask, a weight, the scratch, or any input, output or mask overlapping the cache. On error
+ * nothing is written: not y, not the cache, not cached or position.
+ *
+ * forward: self-attention over x (rows <= max_seq); afterwards the cache holds x's K/V:
+ * cached == position == x.rows. */
 microattn_status microattn_layer_forward(microattn_layer* layer, microattn_cview x, microattn_view y,
                                          const microattn_attention_options* options);
 /* Cross-attention: queries from `query`, keys and values from `context` (rows <= max_seq each); y
- * (query.rows × model_dim) may be exactly query or exactly context. */
+ * (query.rows × model_dim) may be exactly query or exactly context. The cache then holds the context's K/V. */
 microattn_status microattn_layer_forward_cross(microattn_layer* layer, microattn_cview query, microattn_cview context,
                                                microattn_view y, const microattn_attention_options* options);
+/* x's rows are the next tokens (positions position … position + x.rows - 1): their K/V go after the cached ones
+ * and each row attends to the cache and to the rows of x up to itself (causal; options->causal and
+ * causal_offset are ignored), within the window if any. Appending tokens one by one or in any chunks gives the
+ * rows of one causal forward over them (within the accuracy bound). options->mask, when given, is
+ * x.rows × (cached + x.rows); a layer with config.window takes none. INVALID_SHAPE when the rows do not fit
+ * (no config.window: cached + x.rows > max_seq; with it: config.window - 1 + x.rows > max_seq), for
+ * options->window > config.window on a ring layer, or for a mask on a ring layer. */
+microattn_status microattn_layer_append(microattn_layer* layer, microattn_cview x, microattn_view y,
+                                        const microattn_attention_options* options);
+/* Queries (any number of rows; rotary positions 0 …) attend to the cached K/V (cached keys), which stay as they
+ * are: cross-attention decoding after microattn_layer_forward_cross. Mask: query.rows × cached. An empty
+ * cache is INVALID_SHAPE. */
+microattn_status microattn_layer_attend(microattn_layer* layer, microattn_cview query, microattn_view y,
+                                        const microattn_attention_options* options);
+/* Empties the cache (cached = position = 0). NULL_POINTER for NULL or a layer never initialised. */
+microattn_status microattn_layer_reset(microattn_layer* layer);
+/* Rows held in the cache (<= max_seq), and the position of the next appended row; 0 for NULL. */
+size_t microattn_layer_cached(const microattn_layer* layer);
+size_t microattn_layer_position(const microattn_layer* layer);
 
 #ifdef __cplusplus
 } /* extern "C" */
