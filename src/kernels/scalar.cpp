@@ -401,11 +401,10 @@ void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept
   for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_call(x[i]);
 }
 
-// ---- few rows (one query or one row of a per row, see kernels.hpp) ----
+}  // namespace
 
-// Up to 3 queries take the row path: measured on x86 (bench_decode_peers BM_few_path, n_kv = 256) 2.9× faster for
-// one query, 1.6× for three, slower from four (on Cortex-M a tile is 4 queries: four fill it).
-constexpr std::size_t few_query_max_scalar = 3;
+// ---- few rows (one query or one row of a per row, see kernels.hpp) ----
+// Outside the anonymous namespace: the Helium table uses them too (it has no few-row kernels of its own yet).
 
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept {
@@ -449,6 +448,8 @@ void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size
     }
   }
 }
+
+namespace {
 
 constexpr Kernels scalar_table{"scalar",
                                1,
