@@ -61,7 +61,8 @@ struct Kernels {
   // --- Few rows: one query (or one row of a) per row, keys along it; only the head dim is in the lanes. ---
   // Attention with few queries (decoding) and matmul with small m run on these: a query tile would fill 1 lane of
   // 16 per query, and packing all of b for a handful of rows costs more than the product.
-  // attention_run takes the few-query path for n_q <= few_query_max (chosen by measurement, bench_attention).
+  // attention_run takes the few-query path for n_q <= few_query_max (chosen by measurement: bench_decode_peers
+  // BM_few_path).
   std::size_t few_query_max;
   // s[r·lds + j] = Σ_p q[r·ldq + p]·k[j·ldk + p] for r < nr, j < bk (matmul with small m and b transposed, too).
   void (*rows_dot)(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,

@@ -794,7 +794,7 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
       const std::size_t rk = t == 2 ? 4 : t == 1 ? 2 : 1;
       if (rows_dot_keys[t][lng] == kk) {
         rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
-      } else {  // a narrower tile: cover the kk keys in several
+      } else {  // a tile of another width (the last rows of nr): cover the kk keys with it
         const std::size_t w = rows_dot_keys[t][lng];
         for (std::size_t j = 0; j < nk; j += w)
           rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + (j0 + j) * ldk, ldk, nk - j < w ? nk - j : w, d,
