@@ -503,6 +503,8 @@ __attribute__((noinline, cold)) void exact_rows(const MatrixView<const float>& q
 
 static_assert(attention_block_q >= 2, "the exact row path borrows 2·d_v floats of the tile's accumulator");
 
+}  // namespace
+
 // The query-tile path. Its own function (not inlined into attention_run), so the stack of a call is the larger of
 // the two paths, not their sum.
 // Views by reference: copies of them would sit in attention_run's frame, on every layer call's stack path.
@@ -611,6 +613,8 @@ __attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const Ma
     if (any_exact) exact_rows(q, k, v, out, options, band, scale, i0, bq, alpha, ot);
   }
 }
+
+namespace {
 
 // One head on the few-query path; its QueryHeads lives here, off the tile path's stack.
 __attribute__((noinline)) void attention_run_one_head(const Kernels& kern, const MatrixView<const float>& q,

@@ -209,9 +209,18 @@ std::vector<float> run_small(const ma::detail::Kernels& kern, const std::vector<
                              const std::vector<float>& v, std::size_t d_k, std::size_t d_v,
                              const ma::AttentionOptions& o = {}) {
   const std::size_t n_q = q.size() / d_k, n_kv = k.size() / d_k;
-  std::vector<float> out(n_q * d_v, 123.0f), ws(ma::attention_workspace_floats(d_k, d_v));
+  std::vector<float> out(n_q * d_v, 123.0f), tiles(n_q * d_v, 123.0f), ws(ma::attention_workspace_floats(d_k, d_v));
   ma::detail::attention_run(kern, {q.data(), n_q, d_k, d_k}, {k.data(), n_kv, d_k, d_k}, {v.data(), n_kv, d_v, d_v},
                             {out.data(), n_q, d_v, d_v}, ws.data(), o);
+  // These shapes are few-query ones: the query-tile path must give the same answers (within rounding).
+  ma::detail::attention_run_tiles(kern, {q.data(), n_q, d_k, d_k}, {k.data(), n_kv, d_k, d_k},
+                                  {v.data(), n_kv, d_v, d_v}, {tiles.data(), n_q, d_v, d_v}, ws.data(), o);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const bool same =
+        (std::isnan(out[i]) && std::isnan(tiles[i])) || out[i] == tiles[i] ||
+        std::fabs(static_cast<double>(out[i]) - tiles[i]) <= 1e-5 * std::fabs(static_cast<double>(out[i]));
+    EXPECT_TRUE(same) << "element " << i << ": few-query path " << out[i] << ", tile path " << tiles[i];
+  }
   return out;
 }
 
