@@ -207,10 +207,18 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
     if (mask.data != nullptr) tile.mask = {mask.data + i0 * mask.stride, bq, n_kv, mask.stride};
     float* heads = project ? heads_tile : y.data + i0 * y.stride;
     const std::size_t ldh = project ? d : y.stride;
-    for (std::size_t h = 0; h < shape.heads; ++h) {
-      const std::size_t g = h / group;
-      attention_run(kern, {q_tile + h * hd, bq, hd, d}, {layer.k + g * hd, n_kv, hd, kv_dim},
-                    {layer.v + g * hd, n_kv, hd, kv_dim}, {heads + h * hd, bq, hd, ldh}, workspace, tile);
+    if (group > 1 && bq <= kern.few_query_max) {
+      // Decoding with grouped-query attention: the query heads that share a K/V head, in one pass over it.
+      for (std::size_t g = 0; g < shape.kv_heads; ++g)
+        attention_run_heads(
+            kern, {{q_tile + g * group * hd, bq, hd, d}, hd, {heads + g * group * hd, bq, hd, ldh}, hd, group},
+            {layer.k + g * hd, n_kv, hd, kv_dim}, {layer.v + g * hd, n_kv, hd, kv_dim}, workspace, tile);
+    } else {
+      for (std::size_t h = 0; h < shape.heads; ++h) {
+        const std::size_t g = h / group;
+        attention_run(kern, {q_tile + h * hd, bq, hd, d}, {layer.k + g * hd, n_kv, hd, kv_dim},
+                      {layer.v + g * hd, n_kv, hd, kv_dim}, {heads + h * hd, bq, hd, ldh}, workspace, tile);
+      }
     }
     if (project) linear(kern, heads_tile, d, bq, d, w.out_weight, w.out_bias, d, y.data + i0 * y.stride, y.stride);
     advance_rows(tile, bq);
