@@ -33,20 +33,26 @@ import sys
 
 # Budgets, in bytes. A figure above its budget fails the check (and CI).
 BUDGETS = {
-    # the whole of libmicroattn.a (fp32 matmul, softmax, exp, attention with the few-query path, windows and the
-    # exact row path, layers with the KV cache, the C API)
-    "library text": 9 * 1024,
+    # The whole of libmicroattn.a: fp32 matmul, softmax, exp, attention (query-tile and few-query paths, windows,
+    # the exact row path of finite extremes), layers with the K/V cache and rotary embeddings, and the C API
+    # (2.2 KiB, dropped by the linker from C++ firmware). Was 8 KiB before decoding, the exact row path and the C
+    # API (issues 10, 12, 11): 17.0 KiB measured after them; a C++ firmware links 13.4 KiB of it.
+    "library text": 18 * 1024,
     "library data + bss": 0,  # the library keeps no static state
-    "stack, any entry point": 1024,
+    # Static worst case along the deepest path, the footprint probe's own frame (216 B) included: 1128 B on M4/M7
+    # since the exact row path sits under the tile loop (QEMU measures 1024 B); 1 KiB before issue 12.
+    "stack, any entry point": 1152,
     "MultiHeadAttention<64, 64, 4> RAM": 36 * 1024,  # 35 696 bytes of buffers + 8 weight pointers
-    "firmware example text": 56 * 1024,  # mostly newlib: printf with floats, semihosting
+    "firmware example text": 60 * 1024,  # mostly newlib: printf with floats, semihosting
     "firmware example data": 1024,
     "firmware example bss": 10 * 1024,
 }
 # The Cortex-M55 build carries two kernel tables (scalar and Helium) and its own figures: overrides by target.
 TARGET_BUDGETS = {
     "cortex-m55": {
-        "library text": 20 * 1024,  # two kernel tables: scalar (5.2 KiB) and Helium (7.1 KiB)
+        "library text": 26 * 1024,  # two kernel tables: scalar (4.7 KiB) and Helium (7.2 KiB)
+        "stack, any entry point": 1184,  # Helium's gemm row tile frame (120 B) on the few-query path
+        "firmware example text": 64 * 1024,
     },
 }
 
