@@ -4,8 +4,15 @@ message. Each tests/compile_fail/*.cpp says on its first line either
   // expect-error: <text>   (must NOT compile, and the compiler output must contain <text>)
   // expect: compiles        (the control case: must compile, proving the harness itself can tell)
 Usage: check_compile_fail.py INCLUDE_DIR FILE... -- COMPILER [ARGS...]"""
+import re
 import subprocess
 import sys
+
+
+def unescape_octal(text):
+    """Clang prints the non-ASCII bytes of a static_assert message as octal escapes (\\302\\267 for '·')."""
+    return re.sub(r"(?:\\[0-7]{3})+",
+                  lambda m: bytes(int(o, 8) for o in m.group(0).split("\\")[1:]).decode("utf-8", "replace"), text)
 
 
 def main():
@@ -18,7 +25,7 @@ def main():
         message = first.split(":", 1)[1].strip() if expect_error else ""
         proc = subprocess.run(compiler + ["-std=c++17", "-fsyntax-only", "-I", include, path],
                               capture_output=True, text=True)
-        out = proc.stdout + proc.stderr
+        out = unescape_octal(proc.stdout + proc.stderr)
         if expect_error and proc.returncode == 0:
             print(f"FAIL {path}: compiled, but should be rejected with '{message}'")
             failures += 1
