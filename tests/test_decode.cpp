@@ -19,26 +19,6 @@ using namespace testing_support;
 
 namespace {
 
-struct Weights {
-  std::vector<float> wq, wk, wv, bq, bk, bv, wo, bo;
-  Weights(std::size_t d, std::size_t kv_dim, std::uint32_t seed)
-      : wq(d * d), wk(kv_dim * d), wv(kv_dim * d), bq(d), bk(kv_dim), bv(kv_dim), wo(d * d), bo(d) {
-    Uniform u(seed, -0.3f, 0.3f);
-    for (auto* v : {&wq, &wk, &wv, &bq, &bk, &bv, &wo, &bo})
-      for (float& x : *v) x = u();
-  }
-  ma::LayerWeights view(bool biases = true, bool out_projection = true) const {
-    return {wq.data(),
-            wk.data(),
-            wv.data(),
-            biases ? bq.data() : nullptr,
-            biases ? bk.data() : nullptr,
-            biases ? bv.data() : nullptr,
-            out_projection ? wo.data() : nullptr,
-            out_projection && biases ? bo.data() : nullptr};
-  }
-};
-
 // The reference of a causal self-attention forward over all of x (t × d), with the layer's window and rope.
 std::vector<double> reference_causal(const ma::LayerWeights& w, const ma::LayerConfig& cfg, std::size_t d,
                                      std::size_t heads, std::size_t kv_heads, const Guarded& x, std::size_t window,
@@ -132,7 +112,7 @@ const std::vector<std::size_t> ragged{3, 1, 7, 2, 33, 5};
 const std::vector<std::size_t> tile_edges{ma::attention_block_q - 1, ma::attention_block_q, ma::attention_block_q + 1};
 
 TEST(Decode, AppendMatchesOneCausalForwardForEveryLayerShape) {
-  const Weights w64(64, 64, 1), w48_2(48, 2 * 8, 2), w48_1(48, 1 * 8, 3);
+  const LayerTestWeights w64(64, 64, 1), w48_2(48, 2 * 8, 2), w48_1(48, 1 * 8, 3);
   // On the heap: the test programs' stack is small on Cortex-M.
   auto mha_p = std::make_unique<ma::MultiHeadAttention<80, 64, 4>>(w64.view());
   auto no_bias_p = std::make_unique<ma::MultiHeadAttention<80, 64, 4>>(w64.view(false, true));
@@ -152,14 +132,14 @@ TEST(Decode, AppendMatchesOneCausalForwardForEveryLayerShape) {
   }
   check_append(mha, 4, 4, 80, {80}, seed++);  // one chunk filling the cache exactly
   check_append(gqa, 6, 2, 66, {5}, seed++, true);
-  const Weights w7(7, 7, 4);
+  const LayerTestWeights w7(7, 7, 4);
   auto single = std::make_unique<ma::SelfAttention<20, 7>>(w7.view());
   check_append(*single, 1, 1, 20, {1}, seed++);
 }
 
 TEST(Decode, AppendAfterForwardContinuesTheSequence) {
   // A prompt through forward (causal), then tokens through append: the rows of one causal forward.
-  const Weights w(48, 2 * 8, 20);
+  const LayerTestWeights w(48, 2 * 8, 20);
   auto layer_p = std::make_unique<ma::MultiHeadAttention<64, 48, 6, 2>>(w.view());
   auto& layer = *layer_p;
   const std::size_t t = 64, prompt = 37;
@@ -183,7 +163,7 @@ TEST(Decode, AppendAfterForwardContinuesTheSequence) {
 }
 
 TEST(Decode, RotaryEmbeddingsBothConventionsAndPartialDims) {
-  const Weights w64(64, 64, 30), w48(48, 2 * 8, 31);
+  const LayerTestWeights w64(64, 64, 30), w48(48, 2 * 8, 31);
   std::uint32_t seed = 32;
   for (bool interleaved : {false, true})
     for (std::size_t dims : {0, 16, 8, 2}) {
@@ -237,7 +217,7 @@ TEST(Decode, RotaryEmbeddingsBothConventionsAndPartialDims) {
   // A different base and long positions: the angle's rounding stays within the stated bound.
   ma::LayerConfig cfg;
   cfg.rope_theta = 500000.0f;
-  const Weights w16(16, 16, 40);
+  const LayerTestWeights w16(16, 16, 40);
   auto long_layer_p = std::make_unique<ma::MultiHeadAttention<300, 16, 2>>(w16.view(), cfg);
   auto& long_layer = *long_layer_p;
   check_append(long_layer, 2, 2, 300, {64}, seed++);
@@ -261,7 +241,7 @@ TEST(Decode, RotaryReferenceSanity) {
 }
 
 TEST(Decode, SlidingWindowRingWrapsSeveralTimes) {
-  const Weights w32(32, 32, 50), w48(48, 2 * 8, 51);
+  const LayerTestWeights w32(32, 32, 50), w48(48, 2 * 8, 51);
   std::uint32_t seed = 52;
   for (std::size_t window : {1, 2, 5, 12}) {
     ma::LayerConfig cfg;
@@ -299,7 +279,7 @@ TEST(Decode, SlidingWindowRingWrapsSeveralTimes) {
 
 TEST(Decode, WindowWithoutRingViaOptions) {
   // options.window on a layer without config.window: the cache fills up as usual, the window hides keys.
-  const Weights w(32, 32, 60);
+  const LayerTestWeights w(32, 32, 60);
   auto layer_p = std::make_unique<ma::MultiHeadAttention<90, 32, 4>>(w.view());
   auto& layer = *layer_p;
   Guarded x(90, 32);
@@ -322,7 +302,7 @@ TEST(Decode, WindowWithoutRingViaOptions) {
 }
 
 TEST(Decode, MaskColumnsAreInPositionOrder) {
-  const Weights w(32, 32, 70);
+  const LayerTestWeights w(32, 32, 70);
   auto layer_p = std::make_unique<ma::MultiHeadAttention<60, 32, 2>>(w.view());
   auto& layer = *layer_p;
   const std::size_t t = 60;
@@ -351,7 +331,7 @@ TEST(Decode, MaskColumnsAreInPositionOrder) {
 TEST(Decode, AttendAfterCrossForward) {
   // Encoder output fills the cache once; decoder queries then attend to it, token by token, with and without
   // options, and the cache stays as it is.
-  const Weights w(48, 2 * 8, 80);
+  const LayerTestWeights w(48, 2 * 8, 80);
   for (bool rope : {false, true}) {
     ma::LayerConfig cfg;
     if (rope) cfg.rope_theta = 10000.0f;
@@ -412,7 +392,7 @@ TEST(Decode, AttendAfterCrossForward) {
 }
 
 TEST(Decode, FullCacheRefusesAnAppendAndWritesNothing) {
-  const Weights w(32, 32, 90);
+  const LayerTestWeights w(32, 32, 90);
   auto layer_p = std::make_unique<ma::MultiHeadAttention<20, 32, 2>>(w.view());
   auto& layer = *layer_p;
   Guarded x(20, 32);
@@ -449,7 +429,7 @@ TEST(Decode, FullCacheRefusesAnAppendAndWritesNothing) {
 TEST(Decode, LayersSharingOneScratchMatchLayersThatOwnIt) {
   // Three layers of a model on one scratch, interleaved as a decoder runs them, bit for bit the owning layers.
   constexpr std::size_t d = 48, heads = 6, kv = 2;
-  const Weights w0(d, kv * 8, 100), w1(d, kv * 8, 101), w2(d, kv * 8, 102);
+  const LayerTestWeights w0(d, kv * 8, 100), w1(d, kv * 8, 101), w2(d, kv * 8, 102);
   using Shared = ma::MultiHeadAttentionSharedScratch<40, d, heads, kv>;
   using Owning = ma::MultiHeadAttention<40, d, heads, kv>;
   auto scratch = std::make_unique<ma::LayerScratch<ma::layer_scratch_floats(d, heads)>>();
@@ -485,7 +465,7 @@ TEST(Decode, LayersSharingOneScratchMatchLayersThatOwnIt) {
 }
 
 TEST(Decode, ForwardRefillsTheCache) {
-  const Weights w(32, 32, 110);
+  const LayerTestWeights w(32, 32, 110);
   auto layer_p = std::make_unique<ma::MultiHeadAttention<30, 32, 2>>(w.view());
   auto& layer = *layer_p;
   Guarded x(30, 32), y(30, 32);

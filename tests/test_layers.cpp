@@ -17,26 +17,6 @@ namespace {
 
 constexpr float inf = std::numeric_limits<float>::infinity();
 
-struct Weights {
-  std::vector<float> wq, wk, wv, bq, bk, bv, wo, bo;
-  Weights(std::size_t d, std::size_t kv_dim, std::uint32_t seed)
-      : wq(d * d), wk(kv_dim * d), wv(kv_dim * d), bq(d), bk(kv_dim), bv(kv_dim), wo(d * d), bo(d) {
-    Uniform u(seed, -0.3f, 0.3f);
-    for (auto* v : {&wq, &wk, &wv, &bq, &bk, &bv, &wo, &bo})
-      for (float& x : *v) x = u();
-  }
-  ma::LayerWeights view(bool biases = true, bool out_projection = true) const {
-    return {wq.data(),
-            wk.data(),
-            wv.data(),
-            biases ? bq.data() : nullptr,
-            biases ? bk.data() : nullptr,
-            biases ? bv.data() : nullptr,
-            out_projection ? wo.data() : nullptr,
-            out_projection && biases ? bo.data() : nullptr};
-  }
-};
-
 // Runs layer.forward on query (and context, unless self) and compares with the reference.
 template <class Layer>
 void check_layer(Layer& layer, std::size_t heads, std::size_t kv_heads, std::size_t n_q, std::size_t n_kv, bool self,
@@ -88,7 +68,7 @@ void check_layer(Layer& layer, std::size_t heads, std::size_t kv_heads, std::siz
 }
 
 // A layer with static storage, as firmware would declare it (its buffer is in .bss).
-const Weights g_weights_64(64, 64, 1);
+const LayerTestWeights g_weights_64(64, 64, 1);
 ma::MultiHeadAttention<64, 64, 4> g_layer_64_64_4{g_weights_64.view()};
 
 TEST(Layers, MultiHeadMatchesPyTorchMath) {
@@ -101,7 +81,7 @@ TEST(Layers, MultiHeadMatchesPyTorchMath) {
 }
 
 TEST(Layers, WithoutBiasesAndWithoutOutProjection) {
-  const Weights w(48, 48, 2);
+  const LayerTestWeights w(48, 48, 2);
   ma::MultiHeadAttention<40, 48, 3> no_bias{w.view(false, true)};
   ma::MultiHeadAttention<40, 48, 3> no_out{w.view(true, false)};
   for (std::size_t n : {1, 17, 40}) {
@@ -111,7 +91,7 @@ TEST(Layers, WithoutBiasesAndWithoutOutProjection) {
 }
 
 TEST(Layers, GroupedQueryAttention) {
-  const Weights w2(48, 2 * 8, 3), w1(48, 1 * 8, 4);
+  const LayerTestWeights w2(48, 2 * 8, 3), w1(48, 1 * 8, 4);
   ma::MultiHeadAttention<40, 48, 6, 2> gqa2{w2.view()};
   ma::MultiHeadAttention<40, 48, 6, 1> mqa{w1.view()};
   for (std::size_t n : {3, 33, 40}) {
@@ -122,7 +102,7 @@ TEST(Layers, GroupedQueryAttention) {
 }
 
 TEST(Layers, CrossAttention) {
-  const Weights w(32, 32, 5);
+  const LayerTestWeights w(32, 32, 5);
   ma::MultiHeadAttention<70, 32, 2> layer{w.view()};
   check_layer(layer, 2, 2, 7, 70, false, false, 0, false, 70);
   check_layer(layer, 2, 2, 70, 9, false, false, 0, true, 71);

@@ -96,6 +96,28 @@ struct Uniform {
 };
 
 // ---- kernel tables compiled into this build --------------------------------------------------------------
+// Random layer weights in nn.Linear layout (q: d × d, k and v: kv_dim × d, biases, out projection), uniform in
+// [−0.3, 0.3], and their LayerWeights view with or without biases and the out projection.
+struct LayerTestWeights {
+  std::vector<float> wq, wk, wv, bq, bk, bv, wo, bo;
+  LayerTestWeights(std::size_t d, std::size_t kv_dim, std::uint32_t seed)
+      : wq(d * d), wk(kv_dim * d), wv(kv_dim * d), bq(d), bk(kv_dim), bv(kv_dim), wo(d * d), bo(d) {
+    Uniform u(seed, -0.3f, 0.3f);
+    for (auto* v : {&wq, &wk, &wv, &bq, &bk, &bv, &wo, &bo})
+      for (float& x : *v) x = u();
+  }
+  microattn::LayerWeights view(bool biases = true, bool out_projection = true) const {
+    return {wq.data(),
+            wk.data(),
+            wv.data(),
+            biases ? bq.data() : nullptr,
+            biases ? bk.data() : nullptr,
+            biases ? bv.data() : nullptr,
+            out_projection ? wo.data() : nullptr,
+            out_projection && biases ? bo.data() : nullptr};
+  }
+};
+
 inline std::vector<const microattn::detail::Kernels*> all_kernel_tables() {
   std::vector<const microattn::detail::Kernels*> t{&microattn::detail::scalar_kernels()};
   if (microattn::detail::simd_kernels() != nullptr) t.push_back(microattn::detail::simd_kernels());
