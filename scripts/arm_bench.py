@@ -21,23 +21,13 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from insn_budgets import ROOT, Budgets, build_plugin
+
 BUDGETS = os.path.join(ROOT, "scripts", "arm_insn_budgets.txt")
-TOLERANCE = 0.02  # a count may grow by at most 2 % over its budget
 TARGETS = {  # target: (qemu, binutils prefix)
     "aarch64-linux-gnu": ("qemu-aarch64", "aarch64-linux-gnu-"),
     "arm-linux-gnueabihf": ("qemu-arm", "arm-linux-gnueabihf-"),
 }
-
-
-def build_plugin():
-    out_dir = os.path.join(ROOT, "build-qemu-plugin")
-    so = os.path.join(out_dir, "qemu_insn_count.so")
-    src = os.path.join(ROOT, "tools", "qemu_insn_count.c")
-    if not os.path.isfile(so) or os.path.getmtime(so) < os.path.getmtime(src):
-        os.makedirs(out_dir, exist_ok=True)
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o", so, src], check=True)
-    return so
 
 
 def build_program(target):
@@ -111,17 +101,6 @@ def stack_accesses_in_loops(dis, name, aarch64):
     return functions, bad
 
 
-def read_budgets():
-    budgets = {}
-    if os.path.isfile(BUDGETS):
-        with open(BUDGETS, encoding="utf-8") as f:
-            for line in f:
-                if line.strip() and not line.startswith("#"):
-                    target, op, shape, insns = line.split()
-                    budgets[(target, op, shape)] = int(insns)
-    return budgets
-
-
 def main():
     args = sys.argv[1:]
     mode = args.pop(0) if args and args[0] in ("--check", "--update") else None
@@ -131,8 +110,8 @@ def main():
             print(f"arm_bench: unknown target {t} (known: {' '.join(TARGETS)})", file=sys.stderr)
             return 2
     plugin = build_plugin()
-    budgets = read_budgets()
-    failures, measured = [], []
+    budgets = Budgets(BUDGETS, mode)
+    failures = budgets.failures
     for target in targets:
         head, rows, problems = measure(target, plugin)
         failures += problems
@@ -149,38 +128,16 @@ def main():
         for impl, op, shape, macs, insns in rows:
             if impl != "microattn":
                 continue
-            measured.append((target, op, shape, insns))
-            budget = budgets.get((target, op, shape))
-            if budget is None:
-                note = "(none)"
-                if mode == "--check":
-                    failures.append(f"{target} {op} {shape}: no budget in {os.path.relpath(BUDGETS, ROOT)}")
-            else:
-                change = insns / budget - 1.0
-                note = f"{budget} ({change:+.1%})"
-                if mode == "--check" and change > TOLERANCE:
-                    failures.append(f"{target} {op} {shape}: {insns} instructions, budget {budget} ({change:+.1%})")
+            note = budgets.note(target, op, shape, insns)
             e = eigen.get((op, shape))
             peer = f"{e:10} {e / macs:6.3f} {insns / e:6.2f}" if e else f"{'-':>10} {'':6} {'':6}"
             print(f"{op:17} {shape:12} {macs:8} {insns:10} {insns / macs:6.3f} {peer}   {note}")
         print()
-    if mode == "--update":
-        kept = {k: v for k, v in budgets.items() if k[0] not in targets}
-        kept.update({(t, o, s): i for t, o, s, i in measured})
-        with open(BUDGETS, "w", encoding="utf-8") as f:
-            f.write("# Instructions per call of microattn in bench/arm/arm_bench under qemu-user (scripts/arm_bench.sh\n"
-                    "# --update writes this; --check, part of scripts/test.sh, fails when a count exceeds its figure by\n"
-                    "# more than 2 %).\n"
-                    "# target op shape instructions\n")
-            for (t, o, s), i in sorted(kept.items()):
-                f.write(f"{t} {o} {s} {i}\n")
-        print(f"wrote {os.path.relpath(BUDGETS, ROOT)}")
-    if failures:
-        print("ARM INSTRUCTION COUNTS FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    if mode == "--check":
-        print("arm_bench: every instruction count within 2 % of its budget")
-    return 0
+    return budgets.finish(targets,
+                          "# Instructions per call of microattn in bench/arm/arm_bench under qemu-user (scripts/arm_bench.sh\n"
+                          "# --update writes this; --check, part of scripts/test.sh, fails when a count exceeds its figure by\n"
+                          "# more than 2 %).\n",
+                          "ARM")
 
 
 if __name__ == "__main__":

@@ -20,24 +20,14 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from insn_budgets import ROOT, Budgets, build_plugin
+
 BUDGETS = os.path.join(ROOT, "scripts", "mcu_insn_budgets.txt")
-TOLERANCE = 0.02  # a count may grow by at most 2 % over its budget
 DEFAULT_TARGETS = ["cortex-m4", "cortex-m7", "cortex-m55"]
 
 
 def run(*cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
-
-
-def build_plugin():
-    out_dir = os.path.join(ROOT, "build-qemu-plugin")
-    so = os.path.join(out_dir, "qemu_insn_count.so")
-    src = os.path.join(ROOT, "tools", "qemu_insn_count.c")
-    if not os.path.isfile(so) or os.path.getmtime(so) < os.path.getmtime(src):
-        os.makedirs(out_dir, exist_ok=True)
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o", so, src], check=True)
-    return so
 
 
 def build_firmware(target):
@@ -110,17 +100,6 @@ def profile(target, case, plugin):
         print(f"{count:12} {count / total:6.1%}  {name}")
 
 
-def read_budgets():
-    budgets = {}
-    if os.path.isfile(BUDGETS):
-        with open(BUDGETS, encoding="utf-8") as f:
-            for line in f:
-                if line.strip() and not line.startswith("#"):
-                    target, op, shape, insns = line.split()
-                    budgets[(target, op, shape)] = int(insns)
-    return budgets
-
-
 def main():
     args = sys.argv[1:]
     if args and args[0] == "--profile":
@@ -129,45 +108,22 @@ def main():
     mode = args.pop(0) if args and args[0] in ("--check", "--update") else None
     targets = args or DEFAULT_TARGETS
     plugin = build_plugin()
-    budgets = read_budgets()
-    failures, measured = [], []
+    budgets = Budgets(BUDGETS, mode)
+    failures = budgets.failures
     for target in targets:
         head, rows, problems = measure(target, plugin)
         failures += problems
         print(f"=== {target}: {head}")
         print(f"{'op':20} {'shape':14} {'MACs':>9} {'instructions':>12} {'per MAC':>8}   budget")
         for op, shape, work, insns in rows:
-            measured.append((target, op, shape, insns))
-            budget = budgets.get((target, op, shape))
-            note = ""
-            if budget is None:
-                note = "(none)"
-                if mode == "--check":
-                    failures.append(f"{target} {op} {shape}: no budget in {os.path.relpath(BUDGETS, ROOT)}")
-            else:
-                change = insns / budget - 1.0
-                note = f"{budget} ({change:+.1%})"
-                if mode == "--check" and change > TOLERANCE:
-                    failures.append(f"{target} {op} {shape}: {insns} instructions, budget {budget} ({change:+.1%})")
+            note = budgets.note(target, op, shape, insns)
             unit = "per elem" if op == "softmax_rows" else ""
             print(f"{op:20} {shape:14} {work:9} {insns:12} {insns / work:8.3f}   {note} {unit}".rstrip())
         print()
-    if mode == "--update":
-        kept = {k: v for k, v in budgets.items() if k[0] not in targets}
-        kept.update({(t, o, s): i for t, o, s, i in measured})
-        with open(BUDGETS, "w", encoding="utf-8") as f:
-            f.write("# Instructions per call of mcu/mcu_bench under QEMU (scripts/mcu_bench.sh --update writes this;\n"
-                    "# --check, part of scripts/test.sh, fails when a count exceeds its figure by more than 2 %).\n"
-                    "# target op shape instructions\n")
-            for (t, o, s), i in sorted(kept.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-                f.write(f"{t} {o} {s} {i}\n")
-        print(f"wrote {os.path.relpath(BUDGETS, ROOT)}")
-    if failures:
-        print("MCU INSTRUCTION COUNTS FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    if mode == "--check":
-        print("mcu_bench: every instruction count within 2 % of its budget")
-    return 0
+    return budgets.finish(targets,
+                          "# Instructions per call of mcu/mcu_bench under QEMU (scripts/mcu_bench.sh --update writes this;\n"
+                          "# --check, part of scripts/test.sh, fails when a count exceeds its figure by more than 2 %).\n",
+                          "MCU")
 
 
 if __name__ == "__main__":
