@@ -422,6 +422,19 @@ static int layer_matches(microattn_view y, const double* want, size_t n_kv) {
   return 1;
 }
 
+static microattn_layer_weights all_weights(void) {
+  microattn_layer_weights w;
+  w.q_weight = wq;
+  w.k_weight = wk;
+  w.v_weight = wv;
+  w.q_bias = bq;
+  w.k_bias = bk;
+  w.v_bias = bv;
+  w.out_weight = wo;
+  w.out_bias = bo;
+  return w;
+}
+
 static void test_layer(void) {
   static float x[L_SEQ * L_DIM], ctx[L_SEQ * L_DIM];
   static double want[L_SEQ * L_DIM];
@@ -446,14 +459,7 @@ static void test_layer(void) {
   CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
                              sizeof layer_buffer / sizeof layer_buffer[0]) == MICROATTN_NULL_POINTER,
         "init without weights");
-  w.q_weight = wq;
-  w.k_weight = wk;
-  w.v_weight = wv;
-  w.q_bias = bq;
-  w.k_bias = bk;
-  w.v_bias = bv;
-  w.out_weight = wo;
-  w.out_bias = bo;
+  w = all_weights();
   CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, 3, 1, &w, layer_buffer, 100000) == MICROATTN_INVALID_SHAPE,
         "16 %% 3");
   CHECK(microattn_layer_init(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &w, layer_buffer,
@@ -546,18 +552,12 @@ static float buffer_b[MICROATTN_LAYER_BUFFER_FLOATS(72, 8, 2, 1)];
 static float buffer_copy[MICROATTN_LAYER_BUFFER_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV)];
 static float shared_scratch[MICROATTN_LAYER_SCRATCH_FLOATS(16, 4)];
 static float cache_1[MICROATTN_LAYER_CACHE_FLOATS(12, 16, 4, 2)], cache_2[MICROATTN_LAYER_CACHE_FLOATS(12, 16, 4, 2)];
-
-static microattn_layer_weights all_weights(void) {
-  microattn_layer_weights w;
-  w.q_weight = wq;
-  w.k_weight = wk;
-  w.v_weight = wv;
-  w.q_bias = bq;
-  w.k_bias = bk;
-  w.v_bias = bv;
-  w.out_weight = wo;
-  w.out_bias = bo;
-  return w;
+/* A clean arena and copies of it, of the layer buffer and of the layer: what a failing call must leave as is. */
+static void snapshot(const microattn_layer* layer, microattn_layer* saved) {
+  arena_reset();
+  memcpy(arena_copy, arena, sizeof arena);
+  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
+  *saved = *layer;
 }
 
 static layer_shape make_shape(size_t seq, size_t dim, size_t heads, size_t kv_heads, float theta, size_t rope_dims,
@@ -928,10 +928,7 @@ static void test_layer_decode_errors(void) {
         "append 5");
 
   /* from here on, every call fails and writes nothing */
-  arena_reset();
-  memcpy(arena_copy, arena, sizeof arena);
-  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
-  saved = layer;
+  snapshot(&layer, &saved);
   y = arena_view(0, 2, L_DIM, 0);
 #define UNTOUCHED                                                                                                 \
   (memcmp(arena, arena_copy, sizeof arena) == 0 && memcmp(buffer_copy, layer_buffer, sizeof layer_buffer) == 0 && \
@@ -1021,10 +1018,7 @@ static void test_layer_decode_errors(void) {
                 MICROATTN_OK &&
             layer.cached == L_SEQ,
         "fill the cache");
-  arena_reset();
-  memcpy(arena_copy, arena, sizeof arena);
-  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
-  saved = layer;
+  snapshot(&layer, &saved);
   CHECK(microattn_layer_append(&layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) ==
                 MICROATTN_INVALID_SHAPE &&
             UNTOUCHED,
@@ -1037,10 +1031,7 @@ static void test_layer_decode_errors(void) {
                 MICROATTN_OK &&
             microattn_layer_append(&layer, cview(x, 8, L_DIM, L_DIM), arena_view(0, 8, L_DIM, 0), NULL) == MICROATTN_OK,
         "ring");
-  arena_reset();
-  memcpy(arena_copy, arena, sizeof arena);
-  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
-  saved = layer;
+  snapshot(&layer, &saved);
   CHECK(microattn_layer_append(&layer, cview(x, 9, L_DIM, L_DIM), arena_view(0, 9, L_DIM, 0), NULL) ==
                 MICROATTN_INVALID_SHAPE &&
             UNTOUCHED,
