@@ -658,8 +658,9 @@ __attribute__((noinline)) void attention_run_one_head(const Kernels& kern, const
 
 }  // namespace
 
-void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
-                   MatrixView<float> out, float* workspace, const AttentionOptions& options) noexcept {
+void attention_run(const Kernels& kern, const MatrixView<const float>& q, const MatrixView<const float>& k,
+                   const MatrixView<const float>& v, const MatrixView<float>& out, float* workspace,
+                   const AttentionOptions& options) noexcept {
   // Few queries: one query per row instead of per lane (a tile would fill one lane of a vector per query).
   if (q.rows <= kern.few_query_max)
     attention_run_one_head(kern, q, k, v, out, workspace, options);
