@@ -377,7 +377,7 @@ struct FewQueryRun {
   }
 };
 
-// Inlined into both callers (attention_run's one head, and attention_run_heads): one frame less on the stack path.
+// Inlined into attention_run_heads (attention_run's one head calls that too): one frame less on the stack path.
 inline __attribute__((always_inline)) void run_heads(const Kernels& kern, const QueryHeads& qh,
                                                      const MatrixView<const float>& k, const MatrixView<const float>& v,
                                                      float* workspace, const AttentionOptions& options) noexcept {
@@ -648,12 +648,13 @@ __attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const Ma
 
 namespace {
 
-// One head on the few-query path; its QueryHeads lives here, off the tile path's stack.
+// One head on the few-query path (one copy of it in flash: attention_run_heads); its QueryHeads lives here, off the
+// tile path's stack.
 __attribute__((noinline)) void attention_run_one_head(const Kernels& kern, const MatrixView<const float>& q,
                                                       const MatrixView<const float>& k,
                                                       const MatrixView<const float>& v, const MatrixView<float>& out,
                                                       float* workspace, const AttentionOptions& options) noexcept {
-  run_heads(kern, {q, 0, out, 0, 1}, k, v, workspace, options);
+  attention_run_heads(kern, {q, 0, out, 0, 1}, k, v, workspace, options);
 }
 
 }  // namespace
