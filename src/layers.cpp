@@ -161,12 +161,15 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
     return Status::aliasing;
   // y against every array the call reads (weights) or writes (the scratch), and the inputs against the scratch.
   const std::size_t scratch = layer_scratch_floats(d, shape.heads);
-  if (overlaps_array(y, w.q_weight, d * d) || overlaps_array(y, w.k_weight, kv_dim * d) ||
-      overlaps_array(y, w.v_weight, kv_dim * d) || overlaps_array(y, w.q_bias, d) ||
-      overlaps_array(y, w.k_bias, kv_dim) || overlaps_array(y, w.v_bias, kv_dim) ||
-      overlaps_array(y, w.out_weight, d * d) || overlaps_array(y, w.out_bias, d) ||
-      overlaps_array(y, layer.scratch, scratch) || overlaps_array(query, layer.scratch, scratch) ||
-      overlaps_array(context, layer.scratch, scratch) ||
+  const struct {
+    const float* data;
+    std::size_t floats;
+  } arrays[] = {{w.q_weight, d * d},   {w.k_weight, kv_dim * d}, {w.v_weight, kv_dim * d},
+                {w.q_bias, d},         {w.k_bias, kv_dim},       {w.v_bias, kv_dim},
+                {w.out_weight, d * d}, {w.out_bias, d},          {layer.scratch, scratch}};
+  for (const auto& a : arrays)  // a loop, not 9 inlined calls: this runs once per call, and flash is scarce
+    if (overlaps_array(y, a.data, a.floats)) return Status::aliasing;
+  if (overlaps_array(query, layer.scratch, scratch) || overlaps_array(context, layer.scratch, scratch) ||
       (mask.data != nullptr && overlaps_array(mask, layer.scratch, scratch)))
     return Status::aliasing;
 
