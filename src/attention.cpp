@@ -29,18 +29,31 @@ inline bool row_finite(const float* x, std::size_t n) noexcept {
 }
 
 // Whether some element of m has |x| >= the float whose bits are `threshold` (positive, normal), or is NaN or
-// ±inf (their magnitude bits are larger still). Compare-and-OR per element, no dependency chain through a
-// maximum, so the compiler vectorizes it like row_finite: the pass over v that every call makes.
+// ±inf (their magnitude bits are larger still). (threshold − 1) − |x|bits, both in [0, 2^31), is negative exactly
+// when |x| >= threshold: the differences are ORed and the sign tested once per row — no dependency chain
+// through a maximum, so the compiler vectorizes it like row_finite, and four elements a step (GCC does not
+// unroll at -Os) make it about 5 instructions an element on Cortex-M: the pass over v that every call makes.
 bool any_magnitude_at_least(MatrixView<const float> m, std::uint32_t threshold) noexcept {
-  for (std::size_t r = 0; r < m.rows; ++r) {
+  std::size_t rows = m.rows, cols = m.cols;
+  if (m.stride == cols) {  // contiguous rows: one run (shape_ok: rows·cols fits)
+    cols *= rows;
+    rows = 1;
+  }
+  const std::int32_t below = static_cast<std::int32_t>(threshold - 1);
+  auto magnitude = [](const float* x) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x, sizeof bits);
+    return static_cast<std::int32_t>(bits & 0x7fffffffu);
+  };
+  for (std::size_t r = 0; r < rows; ++r) {
     const float* x = m.data + r * m.stride;
-    std::uint32_t hit = 0;
-    for (std::size_t i = 0; i < m.cols; ++i) {
-      std::uint32_t bits;
-      std::memcpy(&bits, x + i, sizeof bits);
-      hit |= static_cast<std::uint32_t>((bits & 0x7fffffffu) >= threshold);
-    }
-    if (hit != 0) return true;
+    const float* const end = x + cols;
+    std::int32_t hit = 0;
+    for (std::size_t n = cols / 4; n != 0; --n, x += 4)
+      hit |=
+          (below - magnitude(x)) | (below - magnitude(x + 1)) | (below - magnitude(x + 2)) | (below - magnitude(x + 3));
+    for (; x != end; ++x) hit |= below - magnitude(x);
+    if (hit < 0) return true;
   }
   return false;
 }
@@ -377,7 +390,7 @@ struct FewQueryRun {
   }
 };
 
-// Inlined into both callers (attention_run's one head, and attention_run_heads): one frame less on the stack path.
+// Inlined into attention_run_heads (attention_run's one head calls that too): one frame less on the stack path.
 inline __attribute__((always_inline)) void run_heads(const Kernels& kern, const QueryHeads& qh,
                                                      const MatrixView<const float>& k, const MatrixView<const float>& v,
                                                      float* workspace, const AttentionOptions& options) noexcept {
@@ -485,52 +498,67 @@ __attribute__((noinline)) bool flag_rows_for_exact(const float* ot, const float*
   return any;
 }
 
-// Rows [i0, i0 + bq) through the exact path: those whose flag is nonzero, or all of them (flags null).
-__attribute__((noinline, cold)) void exact_rows(const MatrixView<const float>& q, const MatrixView<const float>& k,
-                                                const MatrixView<const float>& v, const MatrixView<float>& out,
-                                                const AttentionOptions& options, const KeyBand& band, float scale,
-                                                std::size_t i0, std::size_t bq, const float* flags,
-                                                float* scratch) noexcept {
-  const ExactScale sc = split_scale(scale);
+// The workspace of the tile path, 64-byte aligned (the formula reserves 16 floats for this):
+// qt d_k × br, ot d_v × br, s bc × br, then m, l and alpha, br each.
+inline float* tile_workspace(float* workspace) noexcept {
+  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
+  return workspace + ((64 - addr % 64) % 64) / sizeof(float);
+}
+
+inline float tile_scale(const AttentionOptions& options, std::size_t d_k) noexcept {
+  return options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
+}
+
+// Rows [i0, i0 + br) ∩ [0, n_q) whose flag (tile_flags) is nonzero, through the exact path, with the tile's
+// accumulator as scratch. Called once the tile loop has returned (attention_run_tiles): the exact path's frames
+// sit beside the fused loop's, not under them.
+__attribute__((noinline, cold)) void exact_tile_rows(const MatrixView<const float>& q, const MatrixView<const float>& k,
+                                                     const MatrixView<const float>& v, const MatrixView<float>& out,
+                                                     float* workspace, const AttentionOptions& options,
+                                                     std::size_t i0) noexcept {
+  constexpr std::size_t br = attention_block_q;
+  float* ot = tile_workspace(workspace) + q.cols * br;
+  const float* flags = ot + (v.cols + attention_block_kv + 2) * br;  // alpha
+  const ExactScale sc = split_scale(tile_scale(options, q.cols));
+  const KeyBand band = visible_band(options);
   const MatrixView<const float>& mask = options.mask;
-  for (std::size_t i = i0; i < i0 + bq; ++i) {
-    if (flags != nullptr && flags[i - i0] == 0.0f) continue;
+  for (std::size_t i = i0; i < i0 + br && i < q.rows; ++i) {
+    if (flags[i - i0] == 0.0f) continue;
     attention_row_exact(q.data + i * q.stride, q.cols, k, v,
                         mask.data != nullptr ? mask.data + i * mask.stride : nullptr, visible_keys(i, k.rows, band), sc,
-                        out.data + i * out.stride, scratch);
+                        out.data + i * out.stride, ot);
   }
 }
 
 static_assert(attention_block_q >= 2, "the exact row path borrows 2·d_v floats of the tile's accumulator");
 
-}  // namespace
-
-// The query-tile path. Its own function (not inlined into attention_run), so the stack of a call is the larger of
-// the two paths, not their sum.
+// The query-tile path from row i0_from on, until a tile has rows the fused loop may have got wrong: returns that
+// tile's first row, with its rows flagged (1.0f) in the workspace's alpha (exact_tile_rows takes them over), or
+// n_q when every tile is done. Its own function (not inlined into attention_run), so the stack of a call is the
+// larger of the paths, not their sum.
 // Views by reference: copies of them would sit in attention_run's frame, on every layer call's stack path.
-__attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const MatrixView<const float>& q,
-                                                   const MatrixView<const float>& k, const MatrixView<const float>& v,
-                                                   const MatrixView<float>& out, float* workspace,
-                                                   const AttentionOptions& options) noexcept {
+__attribute__((noinline)) std::size_t run_tiles_from(const Kernels& kern, const MatrixView<const float>& q,
+                                                     const MatrixView<const float>& k, const MatrixView<const float>& v,
+                                                     const MatrixView<float>& out, float* workspace,
+                                                     const AttentionOptions& options, std::size_t i0_from) noexcept {
   constexpr std::size_t br = attention_block_q;
   constexpr std::size_t bc = attention_block_kv;
   const std::size_t n_q = q.rows, n_kv = k.rows, d_k = q.cols, d_v = v.cols;
 
-  // Carve the workspace, 64-byte aligned (the formula reserves 16 floats for this).
-  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
-  float* ws = workspace + ((64 - addr % 64) % 64) / sizeof(float);
-  float* qt = ws;             // d_k × br
-  float* ot = qt + d_k * br;  // d_v × br
-  float* s = ot + d_v * br;   // bc × br
-  float* m = s + bc * br;     // br
-  float* l = m + br;          // br
-  float* alpha = l + br;      // br
+  float* qt = tile_workspace(workspace);  // d_k × br
+  float* ot = qt + d_k * br;              // d_v × br
+  float* s = ot + d_v * br;               // bc × br
+  float* m = s + bc * br;                 // br
+  float* l = m + br;                      // br
+  float* alpha = l + br;                  // br
 
-  const float scale = options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
-  const float q_factor = scale * log2e;  // scores in log2 units: the exp becomes a bare 2^x
+  const float q_factor = tile_scale(options, d_k) * log2e;  // scores in log2 units: the exp becomes a bare 2^x
   // A scale whose log2 factor is not a normal float (subnormal: rounded to a few bits; or overflowing, or not a
   // number at all) would make the fused loop wrong: every row takes the exact path.
-  const bool exact_rows_only = !(std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max);
+  if (!(std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max)) {
+    for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
+    return i0_from;
+  }
   const MatrixView<const float>& mask = options.mask;
   // One pass over v (n_kv·d_v reads, against n_q·n_kv·d_v FMAs) decides whether the guarded P·V is needed
   // and whether the accumulator must be checked.
@@ -542,7 +570,7 @@ __attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const Ma
   // Lane groups of the staircase: one vector wide (4 lanes for the scalar kernels).
   const std::size_t group = kern.vector_floats > 1 ? kern.vector_floats : 4;
 
-  for (std::size_t i0 = 0; i0 < n_q; i0 += br) {
+  for (std::size_t i0 = i0_from; i0 < n_q; i0 += br) {
     const std::size_t bq = min_size(br, n_q - i0);
     // One key block [j0, j0 + bk) for lanes [a, a + nl) of the tile: scores, mask, hiding (only where a
     // lane's visible range ends or starts inside the block), online-softmax update, P·V.
@@ -573,10 +601,6 @@ __attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const Ma
       else
         pv_with_nonfinite_rows(kern, s + a, bk, v.data + j0 * v.stride, v.stride, d_v, alpha + a, ot + a, nl);
     };
-    if (exact_rows_only) {
-      exact_rows(q, k, v, out, options, band, scale, i0, bq, nullptr, ot);
-      continue;
-    }
     kern.attn_pack_q(q.data + i0 * q.stride, q.stride, bq, d_k, q_factor, qt);
     for (std::size_t i = 0; i < d_v * br; ++i) ot[i] = 0.0f;
     for (std::size_t i = 0; i < br; ++i) {
@@ -610,29 +634,52 @@ __attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const Ma
 
     // Normalise and transpose back. A query that saw no key (l == 0) gets zeros, not 0/0.
     kern.attn_store_out(ot, l, bq, d_v, out.data + i0 * out.stride, out.stride);
-    if (any_exact) exact_rows(q, k, v, out, options, band, scale, i0, bq, alpha, ot);
+    if (any_exact) return i0;
   }
+  return n_q;
 }
 
-namespace {
-
-// One head on the few-query path; its QueryHeads lives here, off the tile path's stack.
-__attribute__((noinline)) void attention_run_one_head(const Kernels& kern, const MatrixView<const float>& q,
-                                                      const MatrixView<const float>& k,
-                                                      const MatrixView<const float>& v, const MatrixView<float>& out,
-                                                      float* workspace, const AttentionOptions& options) noexcept {
-  run_heads(kern, {q, 0, out, 0, 1}, k, v, workspace, options);
+// The tiles, and after each tile that has some, its flagged rows through the exact path (outside
+// run_tiles_from's frame). Inlined into attention_run: no frame of its own on the layers' stack path.
+inline __attribute__((always_inline)) void run_tiles(const Kernels& kern, const MatrixView<const float>& q,
+                                                     const MatrixView<const float>& k, const MatrixView<const float>& v,
+                                                     const MatrixView<float>& out, float* workspace,
+                                                     const AttentionOptions& options) noexcept {
+  for (std::size_t i0 = 0; (i0 = run_tiles_from(kern, q, k, v, out, workspace, options, i0)) < q.rows;
+       i0 += attention_block_q)
+    exact_tile_rows(q, k, v, out, workspace, options, i0);
 }
 
 }  // namespace
 
-void attention_run(const Kernels& kern, MatrixView<const float> q, MatrixView<const float> k, MatrixView<const float> v,
-                   MatrixView<float> out, float* workspace, const AttentionOptions& options) noexcept {
+__attribute__((noinline)) void attention_run_tiles(const Kernels& kern, const MatrixView<const float>& q,
+                                                   const MatrixView<const float>& k, const MatrixView<const float>& v,
+                                                   const MatrixView<float>& out, float* workspace,
+                                                   const AttentionOptions& options) noexcept {
+  run_tiles(kern, q, k, v, out, workspace, options);
+}
+
+namespace {
+
+// One head on the few-query path (one copy of it in flash: attention_run_heads); its QueryHeads lives here, off the
+// tile path's stack.
+__attribute__((noinline)) void attention_run_one_head(const Kernels& kern, const MatrixView<const float>& q,
+                                                      const MatrixView<const float>& k,
+                                                      const MatrixView<const float>& v, const MatrixView<float>& out,
+                                                      float* workspace, const AttentionOptions& options) noexcept {
+  attention_run_heads(kern, {q, 0, out, 0, 1}, k, v, workspace, options);
+}
+
+}  // namespace
+
+void attention_run(const Kernels& kern, const MatrixView<const float>& q, const MatrixView<const float>& k,
+                   const MatrixView<const float>& v, const MatrixView<float>& out, float* workspace,
+                   const AttentionOptions& options) noexcept {
   // Few queries: one query per row instead of per lane (a tile would fill one lane of a vector per query).
   if (q.rows <= kern.few_query_max)
     attention_run_one_head(kern, q, k, v, out, workspace, options);
   else
-    attention_run_tiles(kern, q, k, v, out, workspace, options);
+    run_tiles(kern, q, k, v, out, workspace, options);
 }
 
 }  // namespace detail
@@ -646,11 +693,9 @@ Status attention(MatrixView<const float> q, MatrixView<const float> k, MatrixVie
   const std::size_t needed = attention_workspace_floats(q.cols, v.cols);
   if (workspace_floats < needed) return Status::workspace_too_small;
   if (detail::attention_out_overlaps(q, k, v, out, options)) return Status::aliasing;
-  // Only the first `needed` floats are used, so only they must not overlap anything.
-  const MatrixView<const float> ws{workspace, 1, needed, needed};
-  if (detail::views_overlap(ws, q) || detail::views_overlap(ws, k) || detail::views_overlap(ws, v) ||
-      detail::views_overlap(ws, out) || (options.mask.data != nullptr && detail::views_overlap(ws, options.mask)))
-    return Status::aliasing;
+  // Only the first `needed` floats are used, so only they must not overlap anything (the same tests as for out).
+  const MatrixView<float> ws{workspace, 1, needed, needed};
+  if (detail::attention_out_overlaps(q, k, v, ws, options) || detail::views_overlap(ws, out)) return Status::aliasing;
   detail::attention_run(detail::selected_kernels(), q, k, v, out, workspace, options);
   return Status::ok;
 }

@@ -90,9 +90,11 @@ void attention_run_tiles(const Kernels& kernels, const MatrixView<const float>& 
                          const MatrixView<const float>& v, const MatrixView<float>& out, float* workspace,
                          const AttentionOptions& options) noexcept;
 
-// Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats.
-void attention_run(const Kernels& kernels, MatrixView<const float> q, MatrixView<const float> k,
-                   MatrixView<const float> v, MatrixView<float> out, float* workspace,
+// Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats. Views by
+// reference: by value, the layers would build each one twice (a local, then the outgoing argument) in the frame
+// that sits on their deepest stack path.
+void attention_run(const Kernels& kernels, const MatrixView<const float>& q, const MatrixView<const float>& k,
+                   const MatrixView<const float>& v, const MatrixView<float>& out, float* workspace,
                    const AttentionOptions& options) noexcept;
 
 // Argument checks of attention(), in its documented order: null pointers, alignment (of the views, the mask

@@ -105,17 +105,25 @@ bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
   return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
 }
 
-}  // namespace
+// What the checks of a call established, for its attention part.
+struct LayerPlan {
+  std::size_t n_kv, first_kv;  // keys [0, n_kv) after the call's new rows [first_kv, n_kv) are stored
+  std::size_t q_position;      // the position of the call's first query row
+  std::size_t window;
+};
 
-Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
-                 MatrixView<float> y, const AttentionOptions& options) noexcept {
+// The checks, in the documented order (null pointers, shapes (the configuration's too), capacity, the mask,
+// overlaps), then K and V of the call's new rows. Out of line: its frame is not on the attention path's stack.
+__attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp op,
+                                               const MatrixView<const float>& query,
+                                               const MatrixView<const float>& context, const MatrixView<float>& y,
+                                               const AttentionOptions& options, LayerPlan& plan) noexcept {
   const LayerShape& shape = layer.shape;
   const LayerWeights& w = *layer.weights;
   const LayerConfig& config = *layer.config;
   LayerState& state = *layer.state;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
-  // The documented order: null pointers, shapes (the configuration's too), capacity, the mask, overlaps.
   if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr) return Status::null_pointer;
   if (query.data == nullptr || context.data == nullptr || y.data == nullptr) return Status::null_pointer;
   if (w.out_bias != nullptr && w.out_weight == nullptr) return Status::null_pointer;  // a bias needs its projection
@@ -128,7 +136,7 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
   const bool ring = config.window != 0;
   const std::size_t window = options.window != 0 ? options.window : config.window;
   const std::size_t n_q = query.rows;
-  std::size_t n_kv = 0, first_kv = 0;  // keys [0, n_kv) after the call's new rows [first_kv, n_kv) are stored
+  std::size_t n_kv = 0, first_kv = 0;
   if (op == LayerOp::forward) {
     if (query.rows > shape.max_seq || context.rows > shape.max_seq) return Status::invalid_shape;
     n_kv = context.rows;
@@ -153,19 +161,19 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
     return Status::aliasing;
   // y against every array the call reads (weights) or writes (the scratch), and the inputs against the scratch.
   const std::size_t scratch = layer_scratch_floats(d, shape.heads);
-  if (overlaps_array(y, w.q_weight, d * d) || overlaps_array(y, w.k_weight, kv_dim * d) ||
-      overlaps_array(y, w.v_weight, kv_dim * d) || overlaps_array(y, w.q_bias, d) ||
-      overlaps_array(y, w.k_bias, kv_dim) || overlaps_array(y, w.v_bias, kv_dim) ||
-      overlaps_array(y, w.out_weight, d * d) || overlaps_array(y, w.out_bias, d) ||
-      overlaps_array(y, layer.scratch, scratch) || overlaps_array(query, layer.scratch, scratch) ||
-      overlaps_array(context, layer.scratch, scratch) ||
+  const struct {
+    const float* data;
+    std::size_t floats;
+  } arrays[] = {{w.q_weight, d * d},   {w.k_weight, kv_dim * d}, {w.v_weight, kv_dim * d},
+                {w.q_bias, d},         {w.k_bias, kv_dim},       {w.v_bias, kv_dim},
+                {w.out_weight, d * d}, {w.out_bias, d},          {layer.scratch, scratch}};
+  for (const auto& a : arrays)  // a loop, not 9 inlined calls: this runs once per call, and flash is scarce
+    if (overlaps_array(y, a.data, a.floats)) return Status::aliasing;
+  if (overlaps_array(query, layer.scratch, scratch) || overlaps_array(context, layer.scratch, scratch) ||
       (mask.data != nullptr && overlaps_array(mask, layer.scratch, scratch)))
     return Status::aliasing;
 
   const Kernels& kern = selected_kernels();
-  float* const q_tile = layer.scratch;
-  float* const heads_tile = q_tile + layer_block_q * d;
-  float* const workspace = heads_tile + layer_block_q * d;
   // The position of the call's first query row, and of its first new key row.
   const std::size_t q_position = op == LayerOp::append ? state.position : 0;
   if (op != LayerOp::attend) {
@@ -187,43 +195,80 @@ Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> qu
     state.cached = n_kv;
     state.position = q_position + rows;
   }
+  plan = {n_kv, first_kv, q_position, window};
+  return Status::ok;
+}
+
+// One query tile at a time: Q of its rows (projected, rotated), attention per head (or per K/V head and its
+// group of query heads, when decoding), the output projection. Its rows of `query` are read (into Q) before
+// its rows of y are written, which is what makes y == query safe. Out of line, with only what the tile loop
+// needs in its frame: it is on the deepest stack path of every layer call.
+__attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, LayerOp op,
+                                                  const MatrixView<const float>& query, const MatrixView<float>& y,
+                                                  const AttentionOptions& options, const LayerPlan& plan) noexcept {
+  const LayerShape& shape = layer.shape;
+  const LayerWeights& w = *layer.weights;
+  const std::size_t d = shape.model_dim, hd = shape.head_dim;
+  const std::size_t kv_dim = shape.kv_heads * hd;
+  const std::size_t n_q = query.rows, n_kv = plan.n_kv;
+  const MatrixView<const float>& mask = options.mask;
+  const Kernels& kern = selected_kernels();
+  float* const q_tile = layer.scratch;
+  float* const heads_tile = q_tile + layer_block_q * d;
+  float* const workspace = heads_tile + layer_block_q * d;
 
   // The options of the current query tile (advanced by each tile's rows).
   AttentionOptions tile = options;
-  tile.window = window;
+  tile.window = plan.window;
   if (op == LayerOp::append) {  // bottom-right causal: row t of x is key first_kv + t
     tile.causal = true;
-    tile.causal_offset = static_cast<std::ptrdiff_t>(first_kv);
+    tile.causal_offset = static_cast<std::ptrdiff_t>(plan.first_kv);
   }
   const std::size_t group = shape.heads / shape.kv_heads;
   const bool project = w.out_weight != nullptr;
+  QueryHeads heads{{}, hd, {}, hd, 1};  // query heads sharing a K/V head, offset by hd within a row
+  MatrixView<const float> kh{layer.k, n_kv, hd, kv_dim}, vh{layer.v, n_kv, hd, kv_dim};
 
-  // One query tile at a time: its rows of `query` are read (into Q) before its rows of y are written, which
-  // is what makes y == query safe.
   for (std::size_t i0 = 0; i0 < n_q; i0 += layer_block_q) {
     const std::size_t bq = n_q - i0 < layer_block_q ? n_q - i0 : layer_block_q;
     linear(kern, query.data + i0 * query.stride, query.stride, bq, d, w.q_weight, w.q_bias, d, q_tile, d);
-    rotate(kern, config, hd, shape.heads, q_tile, d, bq, q_position + i0);
+    rotate(kern, *layer.config, hd, shape.heads, q_tile, d, bq, plan.q_position + i0);
     if (mask.data != nullptr) tile.mask = {mask.data + i0 * mask.stride, bq, n_kv, mask.stride};
-    float* heads = project ? heads_tile : y.data + i0 * y.stride;
-    const std::size_t ldh = project ? d : y.stride;
+    // The views of a head (one set, built in place: this frame is on the deepest stack path).
+    heads.q = {q_tile, bq, hd, d};
+    heads.out = {project ? heads_tile : y.data + i0 * y.stride, bq, hd, project ? d : y.stride};
     if (group > 1 && bq <= kern.few_query_max) {
       // Decoding with grouped-query attention: the query heads that share a K/V head, in one pass over it.
-      for (std::size_t g = 0; g < shape.kv_heads; ++g)
-        attention_run_heads(
-            kern, {{q_tile + g * group * hd, bq, hd, d}, hd, {heads + g * group * hd, bq, hd, ldh}, hd, group},
-            {layer.k + g * hd, n_kv, hd, kv_dim}, {layer.v + g * hd, n_kv, hd, kv_dim}, workspace, tile);
+      heads.heads = group;
+      for (std::size_t g = 0; g < shape.kv_heads; ++g) {
+        kh.data = layer.k + g * hd;
+        vh.data = layer.v + g * hd;
+        attention_run_heads(kern, heads, kh, vh, workspace, tile);
+        heads.q.data += group * hd;
+        heads.out.data += group * hd;
+      }
     } else {
       for (std::size_t h = 0; h < shape.heads; ++h) {
-        const std::size_t g = h / group;
-        attention_run(kern, {q_tile + h * hd, bq, hd, d}, {layer.k + g * hd, n_kv, hd, kv_dim},
-                      {layer.v + g * hd, n_kv, hd, kv_dim}, {heads + h * hd, bq, hd, ldh}, workspace, tile);
+        kh.data = layer.k + h / group * hd;
+        vh.data = layer.v + h / group * hd;
+        attention_run(kern, heads.q, kh, vh, heads.out, workspace, tile);
+        heads.q.data += hd;
+        heads.out.data += hd;
       }
     }
     if (project) linear(kern, heads_tile, d, bq, d, w.out_weight, w.out_bias, d, y.data + i0 * y.stride, y.stride);
     advance_rows(tile, bq);
   }
-  return Status::ok;
+}
+
+}  // namespace
+
+Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
+                 MatrixView<float> y, const AttentionOptions& options) noexcept {
+  LayerPlan plan;
+  const Status st = layer_prepare(layer, op, query, context, y, options, plan);
+  if (st == Status::ok) layer_attend_tiles(layer, op, query, y, options, plan);
+  return st;
 }
 
 }  // namespace detail

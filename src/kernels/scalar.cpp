@@ -425,7 +425,7 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
     float mb = m[r];
     for (std::size_t j = 0; j < bk; ++j) mb = sr[j] > mb ? sr[j] : mb;  // a NaN shows in its own 2^(s − m)
     const float m_use = mb == -INFINITY ? 0.0f : mb;
-    alpha[r] = exp2_nonpositive_scalar(m[r] - m_use);
+    alpha[r] = exp2_nonpositive_call(m[r] - m_use);  // once per row and block: the out-of-line copy
     float sum = 0.0f;
     for (std::size_t j = 0; j < bk; ++j) {
       sr[j] = exp2_nonpositive_scalar(sr[j] - m_use);
