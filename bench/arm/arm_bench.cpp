@@ -1,12 +1,14 @@
 // Instruction-count benchmark for the Linux ARM targets (Cortex-A, NEON): microattn side by side with Eigen 3.4,
 // both compiled with the same flags (the cross file's, -O3), one head, fp32, single thread.
 //
-// Cases: attention n × 64 (n = 64, 128, 256; n queries = n keys, d = 64, dense and causal), decode 1 × 1024 × 64
-// (one query against 1024 keys), matmul 128³. Every implementation runs once unmeasured and its output is
-// compared with the test suite's double-precision reference (tests/reference.cpp); then it runs again between
-// arm_bench_mark_begin() and arm_bench_mark_end(), two empty out-of-line functions whose addresses the QEMU
-// plugin tools/qemu_insn_count.c is given, and must give the same bits. scripts/arm_bench.sh builds this
-// program, runs it under qemu-aarch64 / qemu-arm with the plugin and prints the table (README "Cortex-A").
+// Cases: attention n × 64 (n = 64, 128, 256; n queries = n keys, d = 64, dense and causal), decoding n_q × n_kv × 64
+// (the few-query shapes of the decoding issue: n_q = 1, 4, 8 queries against n_kv = 256, 1024, 4096 keys; dense as
+// op "decode", bottom-right causal as "decode_causal": query i sees keys j <= i + n_kv − n_q), matmul 128³. Every
+// implementation runs once unmeasured and its output is compared with the test suite's double-precision reference
+// (tests/reference.cpp); then it runs again between arm_bench_mark_begin() and arm_bench_mark_end(), two empty
+// out-of-line functions whose addresses the QEMU plugin tools/qemu_insn_count.c is given, and must give the same bits.
+// scripts/arm_bench.sh builds this program, runs it under qemu-aarch64 / qemu-arm with the plugin and prints the table
+// (README "Cortex-A").
 //
 // Output, one line per measured pair k (k = 0 is an empty pair: the markers' own cost, which the script
 // subtracts):  "case k | impl | op | shape | MACs | ok"  ("| WRONG RESULT" instead of "| ok" on a mismatch,
@@ -15,7 +17,9 @@
 //
 // Eigen's attention is what a competent Eigen user writes (bench/bench_peers.cpp's peer): S = (Q·scale)·Kᵀ as
 // one GEMM, a row softmax on Eigen's vectorized exp, O = S·V, rows divided by their sums; causal walks the
-// queries in blocks of 32 and computes only the visible keys of each block, masking the last square.
+// queries in blocks of 32 and computes only the visible keys of each block, masking the last square. Decoding
+// (few queries) is one block: all n_q·n_kv scores (for one query Eigen's product takes its GEMV), the few hidden by
+// the bottom-right causal rule set to −inf, as bench/bench_decode_peers.cpp's Eigen peer.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -83,14 +87,24 @@ void measure(const char* impl, const char* op, const std::string& shape, double 
 struct AttentionProblem {
   std::size_t n_q, n_kv, d;
   bool causal;
+  std::ptrdiff_t causal_offset;
   std::vector<float> q, k, v;
   std::vector<double> want, weighted_abs, score_abs;
 };
 
-AttentionProblem make_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal) {
-  AttentionProblem p{
-      n_q, n_kv, d, causal, random_vector(n_q * d, 1), random_vector(n_kv * d, 2), random_vector(n_kv * d, 3),
-      {},  {},   {}};
+AttentionProblem make_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal,
+                                std::ptrdiff_t causal_offset) {
+  AttentionProblem p{n_q,
+                     n_kv,
+                     d,
+                     causal,
+                     causal_offset,
+                     random_vector(n_q * d, 1),
+                     random_vector(n_kv * d, 2),
+                     random_vector(n_kv * d, 3),
+                     {},
+                     {},
+                     {}};
   ref::AttentionCase c{};
   c.q = p.q.data();
   c.ldq = d;
@@ -103,7 +117,7 @@ AttentionProblem make_attention(std::size_t n_q, std::size_t n_kv, std::size_t d
   c.d_k = c.d_v = d;
   c.scale = 0.0;  // 1/sqrt(d)
   c.causal = causal;
-  c.causal_offset = 0;
+  c.causal_offset = causal_offset;
   ref::attention(c, p.want, p.weighted_abs, p.score_abs);
   return p;
 }
@@ -121,8 +135,10 @@ bool attention_ok(const AttentionProblem& p, const std::vector<float>& out) {
   return true;
 }
 
-void run_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal, const char* op) {
-  const AttentionProblem p = make_attention(n_q, n_kv, d, causal);
+// causal_offset: 0 for the square cases (top-left), n_kv − n_q for decoding (bottom-right).
+void run_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal, std::ptrdiff_t causal_offset,
+                   const char* op) {
+  const AttentionProblem p = make_attention(n_q, n_kv, d, causal, causal_offset);
   const std::string shape = std::to_string(n_q) + "x" + std::to_string(n_kv) + "x" + std::to_string(d);
   const double macs = 2.0 * static_cast<double>(n_q * n_kv * d);
   std::vector<float> out(n_q * d);
@@ -131,6 +147,7 @@ void run_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal
   std::vector<float> ws(ma::attention_workspace_floats(d, d));
   ma::AttentionOptions opt;
   opt.causal = causal;
+  opt.causal_offset = causal_offset;
   measure(
       "microattn", op, shape, macs, out,
       [&] {
@@ -153,12 +170,16 @@ void run_attention(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal
       [&] {
         for (std::size_t i0 = 0; i0 < n_q; i0 += block) {
           const std::size_t rows = std::min(block, n_q - i0);
-          const std::size_t keys = causal ? std::min(n_kv, i0 + rows) : n_kv;
+          const std::size_t keys =
+              causal ? std::min(n_kv, static_cast<std::size_t>(static_cast<std::ptrdiff_t>(i0 + rows) + causal_offset))
+                     : n_kv;
           auto s = s_buf.topLeftCorner(rows, keys);
           s.noalias() = (q.middleRows(i0, rows) * scale) * k.topRows(keys).transpose();
           if (causal)
             for (std::size_t r = 0; r < rows; ++r)
-              for (std::size_t j = i0 + r + 1; j < keys; ++j) s(r, j) = -std::numeric_limits<float>::infinity();
+              for (std::size_t j = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(i0 + r + 1) + causal_offset);
+                   j < keys; ++j)
+                s(r, j) = -std::numeric_limits<float>::infinity();
           for (Eigen::Index r = 0; r < s.rows(); ++r) {
             auto row = s.row(r).array();
             const float m = row.maxCoeff();
@@ -216,10 +237,15 @@ int main() {
   arm_bench_mark_end();
   std::printf("case 0 | - | empty | - | 1 | ok\n");
   for (std::size_t n : {64, 128, 256}) {
-    run_attention(n, n, 64, false, "attention");
-    run_attention(n, n, 64, true, "attention_causal");
+    run_attention(n, n, 64, false, 0, "attention");
+    run_attention(n, n, 64, true, 0, "attention_causal");
   }
-  run_attention(1, 1024, 64, false, "decode");
+  for (std::size_t n_q : {1, 4, 8})
+    for (std::size_t n_kv : {256, 1024, 4096}) {
+      const auto offset = static_cast<std::ptrdiff_t>(n_kv - n_q);
+      run_attention(n_q, n_kv, 64, false, offset, "decode");
+      run_attention(n_q, n_kv, 64, true, offset, "decode_causal");
+    }
   run_matmul(128, 128, 128);
   return all_ok ? 0 : 1;
 }
