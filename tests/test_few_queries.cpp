@@ -309,11 +309,13 @@ TEST_P(FewRowKernels, DotAndAxpyAgainstDouble) {
   const ma::detail::Kernels& kern = *GetParam();
   std::uint32_t seed = 800;
 #if MICROATTN_TEST_EMULATED
-  const std::vector<std::size_t> rows{1, 3, 8, 9}, inners{1, 17, 257}, widths{1, 33, 130};
+  const std::vector<std::size_t> rows{1, 3, 8, 9}, inners{1, 17, 78, 257}, widths{1, 33, 78, 130};
 #else
-  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 8, 9, 13}, inners{1, 3, 16, 17, 64, 255, 257, 600},
-      widths{1, 7, 16, 33, 64, 130, 300};
+  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 8, 9, 13}, inners{1, 3, 16, 17, 64, 78, 255, 257, 600},
+      widths{1, 7, 16, 33, 64, 78, 130, 300};
 #endif
+  // 78 = 19 vectors + 2: the NEON row kernels' last chunk of q (16 + 3 on AArch64, 8 + 8 + 3 on ARMv7) and last
+  // column tile short of a whole one, two keys past a group of four, two columns short of a vector.
   for (std::size_t nr : rows)
     for (std::size_t inner : inners)
       for (std::size_t cols : widths) {
