@@ -66,21 +66,32 @@ def measure(target, plugin):
     return head, rows, problems
 
 
+# The NEON kernels whose registers are checked: the gemm tiles, and the few-row kernels' dot-product chunks and
+# AXPY tiles (rows_dot / rows_axpy of the decoding path).
+NEON_KERNELS = ("gemm_tile_neon<", "rows_dot_neon_chunk<", "rows_axpy_neon_tile<")
+
+
 def tile_loop_stack_accesses(target):
-    """Stack loads and stores inside the loops of every NEON gemm tile (gemm_tile_neon<...>) of the build's kernel
-    object, from its disassembly: the accumulators must stay in registers. Returns (tiles, [(tile, insn), ...])."""
+    """Stack loads and stores inside the loops of every NEON kernel function (NEON_KERNELS) of the build's kernel
+    object, from its disassembly: the accumulators must stay in registers. Returns ({name: functions},
+    [(function, insn), ...])."""
     _, prefix = TARGETS[target]
     obj = os.path.join(ROOT, "build-" + target, "libmicroattn.a.p", "src_kernels_simd.cpp.o")
     dis = subprocess.run([prefix + "objdump", "-d", "--no-show-raw-insn", "-C", obj], check=True, capture_output=True,
                          text=True).stdout
-    return stack_accesses_in_loops(dis, "gemm_tile_neon<", target.startswith("aarch64"))
+    counts, bad = {}, []
+    for name in NEON_KERNELS:
+        counts[name], b = stack_accesses_in_loops(dis, name, target.startswith("aarch64"))
+        bad += b
+    return counts, bad
 
 
 def stack_accesses_in_loops(dis, name, aarch64):
     """(functions whose name contains `name`, [(function, instruction)]) for objdump -d output `dis`: memory
     operands on sp (and AArch64's frame pointer x29; on ARMv7 Thumb code fp = r11 is an ordinary register),
     push/pop, between the target and the source of a conditional backward branch (a loop; an unconditional one is
-    block layout)."""
+    block layout). A function's epilogue laid out inside such a range is not a spill: restores with post-index
+    writeback of sp (AArch64) and pops that load pc (ARMv7) are left out."""
     stack_operand = r"\[(sp|x29)\b" if aarch64 else r"\[sp\b|\bsp!|\b(v?push|v?pop)\b"
     functions, bad = 0, []
     for func in re.finditer(r"^[0-9a-f]+ <([^\n]*)>:\n(.*?)(?:\n\n|\Z)", dis, re.M | re.S):
@@ -96,7 +107,8 @@ def stack_accesses_in_loops(dis, name, aarch64):
             if m and m.group(1) not in ("b", "b.n", "b.w", "bl", "blx") and int(m.group(2), 16) <= addr:
                 loops.append((int(m.group(2), 16), addr))
         for addr, text in insns:
-            if re.search(stack_operand, text) and any(lo <= addr <= hi for lo, hi in loops):
+            epilogue = re.search(r"\[sp\], #", text) if aarch64 else re.search(r"\b(pop|ldmia(\.w)?\s+sp!).*\bpc\}", text)
+            if re.search(stack_operand, text) and not epilogue and any(lo <= addr <= hi for lo, hi in loops):
                 bad.append((label, text.strip()))
     return functions, bad
 
@@ -117,11 +129,10 @@ def main():
         failures += problems
         print(f"=== {target}: {head}")
         tiles, spills = tile_loop_stack_accesses(target)
-        print(f"gemm tiles: {tiles} NEON tile functions, {len(spills)} stack accesses inside their loops")
-        if tiles == 0 or spills:
-            failures += [f"{target} {tile}: stack access in a loop: {insn}" for tile, insn in spills[:10]]
-            if tiles == 0:
-                failures.append(f"{target}: no gemm_tile_neon function in the kernel object")
+        print("NEON kernels: " + ", ".join(f"{n} {name.rstrip('<')}" for name, n in tiles.items()) +
+              f" functions, {len(spills)} stack accesses inside their loops")
+        failures += [f"{target} {tile}: stack access in a loop: {insn}" for tile, insn in spills[:10]]
+        failures += [f"{target}: no {name.rstrip('<')} function in the kernel object" for name, n in tiles.items() if n == 0]
         print(f"{'op':17} {'shape':12} {'MACs':>8} {'microattn':>10} {'/MAC':>6} {'Eigen':>10} {'/MAC':>6} {'ratio':>6}"
               "   budget")
         eigen = {(op, shape): insns for impl, op, shape, _, insns in rows if impl == "eigen"}
