@@ -1140,8 +1140,8 @@ void gemm_simd(const GemmArgs& g) noexcept {
 // 41.4 against 34.4.
 #if XSIMD_WITH_NEON
 // NEON (4 lanes): a tile costs a whole vector of 4 queries, 5 to 8 queries cost two. Counted under qemu (decode
-// n_q × 1024 × 64, scripts/arm_bench.sh): the row path costs 72 k instructions per query on AArch64 against 395 k for
-// a tile of 1–4 queries and 568 k for 5–8, so up to 7 queries; ARMv7 107 k against 481 k and 748 k, up to 6.
+// n_q × 1024 × 64, scripts/arm_bench.sh): the row path costs 72 k instructions per query on AArch64 against 343 k for
+// a tile of 1–4 queries and 515 k for 5–8, so up to 7 queries; ARMv7 107 k against 437 k and 705 k, up to 6.
 constexpr std::size_t few_query_max = XSIMD_WITH_NEON64 ? 7 : 6;
 #else
 constexpr std::size_t few_query_max = lanes / 2;
