@@ -108,28 +108,30 @@ __attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size
   BColumns<TransposeB> b(g, j0);
   float c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f, c10 = 0.0f, c11 = 0.0f, c12 = 0.0f, c13 = 0.0f;
   float c20 = 0.0f, c21 = 0.0f, c22 = 0.0f, c23 = 0.0f, c30 = 0.0f, c31 = 0.0f, c32 = 0.0f, c33 = 0.0f;
-  // Tested at the bottom: one branch a step, not two.
-  if (std::size_t p = g.k) do {
-      const float x0 = *a0++, x1 = *a1++, x2 = *a2++, x3 = *a3++;
-      float y0, y1, y2, y3;
-      b.next(y0, y1, y2, y3);
-      c00 = fmadd(x0, y0, c00);
-      c01 = fmadd(x0, y1, c01);
-      c02 = fmadd(x0, y2, c02);
-      c03 = fmadd(x0, y3, c03);
-      c10 = fmadd(x1, y0, c10);
-      c11 = fmadd(x1, y1, c11);
-      c12 = fmadd(x1, y2, c12);
-      c13 = fmadd(x1, y3, c13);
-      c20 = fmadd(x2, y0, c20);
-      c21 = fmadd(x2, y1, c21);
-      c22 = fmadd(x2, y2, c22);
-      c23 = fmadd(x2, y3, c23);
-      c30 = fmadd(x3, y0, c30);
-      c31 = fmadd(x3, y1, c31);
-      c32 = fmadd(x3, y2, c32);
-      c33 = fmadd(x3, y3, c33);
-    } while (--p != 0);
+  // Tested at the bottom: one branch a step, not two. k >= 1: every caller's inner dimension is a view's
+  // column count (matmul, attention's d_k, a layer's model_dim), which the entry points check non-zero.
+  std::size_t p = g.k;
+  do {
+    const float x0 = *a0++, x1 = *a1++, x2 = *a2++, x3 = *a3++;
+    float y0, y1, y2, y3;
+    b.next(y0, y1, y2, y3);
+    c00 = fmadd(x0, y0, c00);
+    c01 = fmadd(x0, y1, c01);
+    c02 = fmadd(x0, y2, c02);
+    c03 = fmadd(x0, y3, c03);
+    c10 = fmadd(x1, y0, c10);
+    c11 = fmadd(x1, y1, c11);
+    c12 = fmadd(x1, y2, c12);
+    c13 = fmadd(x1, y3, c13);
+    c20 = fmadd(x2, y0, c20);
+    c21 = fmadd(x2, y1, c21);
+    c22 = fmadd(x2, y2, c22);
+    c23 = fmadd(x2, y3, c23);
+    c30 = fmadd(x3, y0, c30);
+    c31 = fmadd(x3, y1, c31);
+    c32 = fmadd(x3, y2, c32);
+    c33 = fmadd(x3, y3, c33);
+  } while (--p != 0);
   float* __restrict c = g.c + i0 * g.ldc + j0;
   c[0] = c00, c[1] = c01, c[2] = c02, c[3] = c03;
   c += g.ldc;
