@@ -11,6 +11,11 @@
 
 namespace microattn {
 namespace detail {
+
+// One 2^x out of line (kernels.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
+// exact row path of attention.cpp): each inlined copy costs ~90 bytes of flash.
+__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
+
 namespace {
 
 constexpr std::size_t gemm_mr = 4;
@@ -240,10 +245,6 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
   const float inv = 1.0f / sum;
   for (std::size_t i = 0; i < n; ++i) x[i] *= inv;
 }
-
-// One 2^x out of line, for the cold uses (alpha once per block, short tiles, the test hook): each inlined
-// copy costs ~90 bytes of flash, and the library text budget is 8 KiB.
-__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
 
 // ---- attention primitives (Br = attention_block_q lanes, see kernels.hpp) ----
 constexpr std::size_t br = attention_block_q;
