@@ -22,9 +22,9 @@ constexpr std::size_t gemm_mr = 4;
 constexpr std::size_t gemm_nr = 4;
 
 // Cortex-M with a single-precision FPU: four adjacent floats in one VLDM instead of four VLDR (GCC never
-// merges them). One instruction, and fewer cycles too (VLDM streams one register a cycle after the first,
-// where each VLDR pays its own address phase). The registers are fixed by the asm: the tiles below use two
-// disjoint sets, so both operands of a step can be in flight. Elsewhere: four plain loads.
+// merges them). One instruction instead of four, and no more cycles (Cortex-M4 TRM: VLDM 1 + N, VLDR 2). The
+// registers are fixed by the asm: the tiles below use two disjoint sets, so both operands of a step can be
+// live at once. Elsewhere: four plain loads.
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
 #define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                               \
   MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2, float& y3) noexcept {         \
