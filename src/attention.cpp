@@ -230,7 +230,7 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
       if (!visible(j)) continue;
       const float t = score(j);
       if (t == -INFINITY) continue;
-      const float p = exp2_nonpositive_scalar((t - m) * log2e);  // t − m <= 0; below −FLT_MAX it is −inf: p = 0
+      const float p = exp2_nonpositive_call((t - m) * log2e);  // t − m <= 0; below −FLT_MAX it is −inf: p = 0
       l += p;
       const float* vj = v.data + j * v.stride;
       for (std::size_t c = 0; c < d_v; ++c)

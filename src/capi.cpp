@@ -115,13 +115,6 @@ ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
   return r;
 }
 
-// The configurations layer_run rejects on every call (its config_ok), rejected once at init instead.
-bool config_ok(const microattn_layer_config& c, std::size_t head_dim) noexcept {
-  if (c.rope_theta == 0.0f) return true;
-  const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
-  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
-}
-
 // The checks of every init, in the documented order; `blocks` are the caller's memory (cache, scratch).
 microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                             std::size_t kv_heads, const microattn_layer_weights* weights,
@@ -137,7 +130,8 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   microattn_layer_config c{};
   if (config != nullptr) c = *config;
   const std::size_t hd = model_dim / heads;
-  if (!config_ok(c, hd)) return MICROATTN_INVALID_SHAPE;
+  // The configurations layer_run rejects on every call (its config_ok), rejected once at init instead.
+  if (!ma::detail::config_ok(cpp(c), hd)) return MICROATTN_INVALID_SHAPE;
   if (shared ? cache_given < cache_needed || scratch_given < scratch_needed : cache_given < buffer_needed)
     return MICROATTN_WORKSPACE_TOO_SMALL;
   if (!aligned(cache) || !aligned(scratch)) return MICROATTN_MISALIGNED;
@@ -176,8 +170,8 @@ bool overlaps_cache(const microattn_layer& l, const ma::MatrixView<T>& v) noexce
 
 // Every layer call: the C struct lends its fields to detail::layer_run as MultiHeadAttention::parts() does, and
 // takes the cache state back.
-microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, microattn_cview query,
-                            microattn_cview context, microattn_view y,
+microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, const microattn_cview& query,
+                            const microattn_cview& context, const microattn_view& y,
                             const microattn_attention_options* options) noexcept {
   if (!initialised(layer)) return MICROATTN_NULL_POINTER;
   microattn_layer& l = *layer;
@@ -213,12 +207,10 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, micr
     offending = const_cast<float*>(ctx.data);
   else if (overlaps_cache(l, o.mask))
     offending = const_cast<float*>(o.mask.data);
-  if (offending != nullptr) {
-    parts.scratch = offending;
-    const ma::Status s = ma::detail::layer_run(parts, op, q, ctx, out, o);
-    return s == ma::Status::ok ? MICROATTN_ALIASING : c(s);  // never ok: the scratch overlap always fires
-  }
+  if (offending != nullptr) parts.scratch = offending;
   const ma::Status s = ma::detail::layer_run(parts, op, q, ctx, out, o);
+  if (offending != nullptr)
+    return s == ma::Status::ok ? MICROATTN_ALIASING : c(s);  // never ok: the scratch overlap always fires
   l.cached = state.cached;
   l.position = state.position;
   return c(s);

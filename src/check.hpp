@@ -8,6 +8,7 @@
 #include "microattn/status.hpp"
 
 namespace microattn {
+struct LayerConfig;
 namespace detail {
 
 // Whether p may be read or written as a float: alignof(float) (4 bytes on every target), nothing more. A null
@@ -55,6 +56,10 @@ template <class T, class U>
 bool views_overlap(const MatrixView<T>& a, const MatrixView<U>& b) noexcept {
   return views_overlap(a.data, a.rows, a.cols, a.stride, b.data, b.rows, b.cols, b.stride);
 }
+
+// Whether a layer configuration is usable with heads of head_dim (rotary embeddings: theta finite and > 0, an
+// even number of dims <= head_dim): the layer's every call and the C API's init (layers.cpp).
+bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept;
 
 }  // namespace detail
 }  // namespace microattn

@@ -99,12 +99,6 @@ void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim
   }
 }
 
-bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
-  if (c.rope_theta == 0.0f) return true;
-  const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
-  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
-}
-
 // What the checks of a call established, for its attention part.
 struct LayerPlan {
   std::size_t n_kv, first_kv;  // keys [0, n_kv) after the call's new rows [first_kv, n_kv) are stored
@@ -262,6 +256,12 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
 }
 
 }  // namespace
+
+bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
+  if (c.rope_theta == 0.0f) return true;
+  const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
+  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
+}
 
 Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
                  MatrixView<float> y, const AttentionOptions& options) noexcept {

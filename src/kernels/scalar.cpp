@@ -11,10 +11,56 @@
 
 namespace microattn {
 namespace detail {
+
+// One 2^x out of line (kernels.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
+// exact row path of attention.cpp): each inlined copy costs ~90 bytes of flash.
+__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
+
 namespace {
 
 constexpr std::size_t gemm_mr = 4;
 constexpr std::size_t gemm_nr = 4;
+
+// Cortex-M with a single-precision FPU: four adjacent floats in one VLDM instead of four VLDR (GCC never
+// merges them). One instruction instead of four, and no more cycles (Cortex-M4 TRM: VLDM 1 + N, VLDR 2). The
+// registers are fixed by the asm: the tiles below use two disjoint sets, so both operands of a step can be
+// live at once. Elsewhere: four plain loads.
+#if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
+#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                               \
+  MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2, float& y3) noexcept {         \
+    register float x0 asm(r0);                                                                                     \
+    register float x1 asm(r1);                                                                                     \
+    register float x2 asm(r2);                                                                                     \
+    register float x3 asm(r3);                                                                                     \
+    asm("vldmia %4, {" r0 "-" r3 "}"                                                                               \
+        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                                   \
+        : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                   \
+    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                            \
+  }                                                                                                                \
+  /* The same, then p += 4 (VLDM's write-back: no add). */                                                         \
+  MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
+    register float x0 asm(r0);                                                                                     \
+    register float x1 asm(r1);                                                                                     \
+    register float x2 asm(r2);                                                                                     \
+    register float x3 asm(r3);                                                                                     \
+    asm("vldmia %4!, {" r0 "-" r3 "}"                                                                              \
+        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                          \
+        : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                           \
+    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                            \
+  }
+#else
+#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                               \
+  MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2, float& y3) noexcept {         \
+    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                                    \
+  }                                                                                                                \
+  MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
+    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                                    \
+    p += 4;                                                                                                        \
+  }
+#endif
+MICROATTN_DEFINE_LOAD4(load4_a, "s24", "s25", "s26", "s27")
+MICROATTN_DEFINE_LOAD4(load4_b, "s28", "s29", "s30", "s31")
+#undef MICROATTN_DEFINE_LOAD4
 
 // Register tiles written out: every accumulator and operand is a named local, so they live in registers at
 // any optimization level (at -Os GCC unrolls nothing, and arrays such as acc[4][4] would stay on the stack:
@@ -35,10 +81,7 @@ struct BColumns<false> {
   BColumns(const GemmArgs& g, std::size_t j0) noexcept : b(g.b + j0), ldb(g.ldb) {}
   // Loads b(p, j0..j0+3) into y0..y3 and advances to p + 1.
   __attribute__((always_inline)) void next(float& y0, float& y1, float& y2, float& y3) noexcept {
-    y0 = b[0];
-    y1 = b[1];
-    y2 = b[2];
-    y3 = b[3];
+    load4_b(b, y0, y1, y2, y3);
     b += ldb;
   }
 };
@@ -70,7 +113,10 @@ __attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size
   BColumns<TransposeB> b(g, j0);
   float c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f, c10 = 0.0f, c11 = 0.0f, c12 = 0.0f, c13 = 0.0f;
   float c20 = 0.0f, c21 = 0.0f, c22 = 0.0f, c23 = 0.0f, c30 = 0.0f, c31 = 0.0f, c32 = 0.0f, c33 = 0.0f;
-  for (std::size_t p = g.k; p != 0; --p) {
+  // Tested at the bottom: one branch a step, not two. k >= 1: every caller's inner dimension is a view's
+  // column count (matmul, attention's d_k, a layer's model_dim), which the entry points check non-zero.
+  std::size_t p = g.k;
+  do {
     const float x0 = *a0++, x1 = *a1++, x2 = *a2++, x3 = *a3++;
     float y0, y1, y2, y3;
     b.next(y0, y1, y2, y3);
@@ -90,7 +136,7 @@ __attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size
     c31 = fmadd(x3, y1, c31);
     c32 = fmadd(x3, y2, c32);
     c33 = fmadd(x3, y3, c33);
-  }
+  } while (--p != 0);
   float* __restrict c = g.c + i0 * g.ldc + j0;
   c[0] = c00, c[1] = c01, c[2] = c02, c[3] = c03;
   c += g.ldc;
@@ -200,10 +246,6 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-// One 2^x out of line, for the cold uses (alpha once per block, short tiles, the test hook): each inlined
-// copy costs ~90 bytes of flash, and the library text budget is 8 KiB.
-__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
-
 // ---- attention primitives (Br = attention_block_q lanes, see kernels.hpp) ----
 constexpr std::size_t br = attention_block_q;
 
@@ -215,14 +257,36 @@ void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::s
 
 // Lanes i and i + 1 of a key block (x = s + i): x[j][0..1] = 2^(x[j][0..1] − u0..1), their sums. Two lanes per
 // pass keep two inlined 2^x in flash instead of four.
+// Each Horner step's multiply-add overwrites its addend (VFMA accumulates into its destination), so every 2^x
+// needs fresh copies of c5 … c0: on Cortex-M one VLDM per pair reloads all twelve (instead of twelve moves
+// or literal loads).
+#if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
+constexpr float exp2_addends[12] = {exp2_constants::c5, exp2_constants::c4, exp2_constants::c3, exp2_constants::c2,
+                                    exp2_constants::c1, exp2_constants::c0, exp2_constants::c5, exp2_constants::c4,
+                                    exp2_constants::c3, exp2_constants::c2, exp2_constants::c1, exp2_constants::c0};
+#endif
+
 __attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::size_t bk, float u0, float u1, float& sum0,
                                                    float& sum1) noexcept {
   float s0 = 0.0f, s1 = 0.0f;
-  for (float* const end = x + bk * br; x != end; x += br) {
-    const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
-    x[0] = p0, x[1] = p1;
-    s0 += p0, s1 += p1;
-  }
+  if (std::size_t j = bk) do {  // tested at the bottom
+#if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
+      register float a5 asm("s16"), a4 asm("s17"), a3 asm("s18"), a2 asm("s19"), a1 asm("s20"), a0 asm("s21");
+      register float b5 asm("s22"), b4 asm("s23"), b3 asm("s24"), b2 asm("s25"), b1 asm("s26"), b0 asm("s27");
+      // volatile: reloaded every pair, not hoisted out of the loop (that would bring the copies back)
+      asm volatile("vldmia %12, {s16-s27}"
+                   : "=t"(a5), "=t"(a4), "=t"(a3), "=t"(a2), "=t"(a1), "=t"(a0), "=t"(b5), "=t"(b4), "=t"(b3), "=t"(b2),
+                     "=t"(b1), "=t"(b0)
+                   : "r"(exp2_addends), "m"(exp2_addends));
+      const float p0 = exp2_nonpositive_with(x[0] - u0, a5, a4, a3, a2, a1, a0);
+      const float p1 = exp2_nonpositive_with(x[1] - u1, b5, b4, b3, b2, b1, b0);
+#else
+      const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
+#endif
+      x[0] = p0, x[1] = p1;
+      s0 += p0, s1 += p1;
+      x += br;
+    } while (--j != 0);
   sum0 = s0, sum1 = s1;
 }
 
@@ -276,7 +340,7 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
 // P·V of a full tile (br = 4 lanes) for columns [c0, c0 + 4): the 16 accumulators ot[c][i] stay in registers
 // across the whole key block (loaded, rescaled by alpha once, stored once), and each key costs 4 loads of p,
 // 4 of v and 16 multiply-adds. Same order as the plain loop: ot·alpha, then + p[j]·v[j][c] for j in order.
-__attribute__((noinline)) void attn_pv_tile_4x4(const float* __restrict p, std::size_t bk, const float* __restrict v,
+__attribute__((noinline)) void attn_pv_tile_4x4(const float* p, std::size_t bk, const float* __restrict v,
                                                 std::size_t ldv, const float* __restrict alpha,
                                                 float* __restrict ot) noexcept {
   const float al0 = alpha[0], al1 = alpha[1], al2 = alpha[2], al3 = alpha[3];
@@ -289,28 +353,28 @@ __attribute__((noinline)) void attn_pv_tile_4x4(const float* __restrict p, std::
   float c10 = o1[0] * al0, c11 = o1[1] * al1, c12 = o1[2] * al2, c13 = o1[3] * al3;
   float c20 = o2[0] * al0, c21 = o2[1] * al1, c22 = o2[2] * al2, c23 = o2[3] * al3;
   float c30 = o3[0] * al0, c31 = o3[1] * al1, c32 = o3[2] * al2, c33 = o3[3] * al3;
-  for (std::size_t j = bk; j != 0; --j) {
-    const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
-    const float v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
-    p += br;
-    v += ldv;
-    c00 = fmadd(v0, p0, c00);
-    c01 = fmadd(v0, p1, c01);
-    c02 = fmadd(v0, p2, c02);
-    c03 = fmadd(v0, p3, c03);
-    c10 = fmadd(v1, p0, c10);
-    c11 = fmadd(v1, p1, c11);
-    c12 = fmadd(v1, p2, c12);
-    c13 = fmadd(v1, p3, c13);
-    c20 = fmadd(v2, p0, c20);
-    c21 = fmadd(v2, p1, c21);
-    c22 = fmadd(v2, p2, c22);
-    c23 = fmadd(v2, p3, c23);
-    c30 = fmadd(v3, p0, c30);
-    c31 = fmadd(v3, p1, c31);
-    c32 = fmadd(v3, p2, c32);
-    c33 = fmadd(v3, p3, c33);
-  }
+  if (std::size_t j = bk) do {  // tested at the bottom: one branch a key, not two
+      float p0, p1, p2, p3, v0, v1, v2, v3;
+      load4_a_next(p, p0, p1, p2, p3);  // p += br
+      load4_b(v, v0, v1, v2, v3);
+      v += ldv;
+      c00 = fmadd(v0, p0, c00);
+      c01 = fmadd(v0, p1, c01);
+      c02 = fmadd(v0, p2, c02);
+      c03 = fmadd(v0, p3, c03);
+      c10 = fmadd(v1, p0, c10);
+      c11 = fmadd(v1, p1, c11);
+      c12 = fmadd(v1, p2, c12);
+      c13 = fmadd(v1, p3, c13);
+      c20 = fmadd(v2, p0, c20);
+      c21 = fmadd(v2, p1, c21);
+      c22 = fmadd(v2, p2, c22);
+      c23 = fmadd(v2, p3, c23);
+      c30 = fmadd(v3, p0, c30);
+      c31 = fmadd(v3, p1, c31);
+      c32 = fmadd(v3, p2, c32);
+      c33 = fmadd(v3, p3, c33);
+    } while (--j != 0);
   o0[0] = c00, o0[1] = c01, o0[2] = c02, o0[3] = c03;
   o1[0] = c10, o1[1] = c11, o1[2] = c12, o1[3] = c13;
   o2[0] = c20, o2[1] = c21, o2[2] = c22, o2[3] = c23;

@@ -66,15 +66,24 @@ MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
   return (p * s1) * s2;
 }
 
-// 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), one float at a time.
-MICROATTN_SCALAR_INLINE float exp2_nonpositive_scalar(float x) noexcept {
+// 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), with the Horner addends c5 … c0 passed in (a
+// caller that has them in registers already; each step's fused multiply-add overwrites its addend).
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_with(float x, float c5, float c4, float c3, float c2, float c1,
+                                                    float c0) noexcept {
   using namespace exp2_constants;
   x = x < x_min ? x_min : x;  // NaN passes through
   const float t = x + round_magic;
   const float r = x - (t - round_magic);
-  const float p = horner6(r, c0, c1, c2, c3, c4, c5, c6);
-  const std::uint32_t e = (float_bits(t) - float_bits(round_magic) + 127u) << 23;  // n >= −127: field >= 0
+  const float p = horner6(r, c0, c1, c2, c3, c4, c5, exp2_constants::c6);
+  // (bits(t) − bits(magic) + 127) << 23, n >= −127: field >= 0; written so that it is one shifted add.
+  const std::uint32_t e = (float_bits(t) << 23) + ((127u - float_bits(round_magic)) << 23);
   return p * bits_float(e);
+}
+
+// 2^x for x <= 0 or NaN, one float at a time.
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_scalar(float x) noexcept {
+  using namespace exp2_constants;
+  return exp2_nonpositive_with(x, c5, c4, c3, c2, c1, c0);
 }
 
 }  // namespace detail
