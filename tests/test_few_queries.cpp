@@ -376,7 +376,8 @@ TEST_P(FewRowKernels, DotAndAxpyAgainstDouble) {
 }
 
 TEST_P(FewRowKernels, ShortHeadDotTilesAgainstDouble) {
-  // rows_dot with a head dim of whole vectors (1 … 9 vectors of the table's width, and one float past 4): the tiles
+  // rows_dot with a head dim of whole vectors (1 … 9 and 16 vectors of the table's width, 4 and a float, 16 less
+  // 3 floats): the tiles
   // of 2, 4 and 8 rows by lanes / rows keys, the one-row tile, and the groups of the rest (3 = 2 + 1, 7 = 4 + 2 + 1,
   // 15, 17), with key counts around each tile width and the 64-key passes; misaligned, padded rows.
   const ma::detail::Kernels& kern = *GetParam();
@@ -391,6 +392,8 @@ TEST_P(FewRowKernels, ShortHeadDotTilesAgainstDouble) {
   std::vector<std::size_t> inners;
   for (std::size_t v = 1; v <= 9; ++v) inners.push_back(v * lanes);
   inners.push_back(4 * lanes + 1);
+  inners.push_back(16 * lanes);  // one row past the short tiles: the long-row tile (x·Wᵀ with m = 1)
+  inners.push_back(16 * lanes - 3);
   for (std::size_t nr : rows)
     for (std::size_t inner : inners)
       for (std::size_t cols : keys) {

@@ -765,8 +765,11 @@ constexpr std::array<rows_dot_row_fn, sizeof...(I)> make_row_tiles(std::index_se
 }
 constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_tile_vectors_max>{});
 
+#ifndef MICROATTN_PFD
+#define MICROATTN_PFD 2
+#endif
 #if !XSIMD_WITH_NEON
-// A few rows (RK = 2 … 8) against keys with a short head dim of NQV whole vectors (attention while decoding, d = 64:
+// A few rows (RK = 1 … 8) against keys with a short head dim of NQV whole vectors (attention while decoding, d = 64:
 // 4 on AVX-512): one call walks all bk keys, KK = lanes / RK of them per tile, the head dim unrolled. The generic
 // tile above spends more on its setup, zeroing and spills than on 4 steps of FMAs at d = 64; here a tile is its
 // NQV steps of RK + KK loads and RK·KK FMAs, one sum_lanes_of_rows, and RK short stores. A key tile short of KK
@@ -800,11 +803,18 @@ inline __attribute__((always_inline)) vfloat rows_dot_short_tile(const float* q,
 template <std::size_t RK, std::size_t NQV>
 void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t ldk, std::size_t bk, float* s,
                     std::size_t lds) noexcept {
+  constexpr std::size_t PFD = MICROATTN_PFD;
   constexpr std::size_t KK = lanes / RK;
   static_assert(KK >= 1 && RK * KK == lanes, "one vector of dot products per tile");
   alignas(64) float dots[lanes];
   std::size_t j0 = 0;
   for (; j0 + KK <= bk; j0 += KK) {
+    if (RK == 1 && j0 + PFD * KK < bk)
+#pragma GCC unroll 16
+      for (std::size_t j = 0; j < KK; ++j)
+#pragma GCC unroll 8
+        for (std::size_t c = 0; c < NQV * lanes; c += 64 / sizeof(float))
+          __builtin_prefetch(k + (j0 + PFD * KK + j) * ldk + c, 0, 3);
     rows_dot_short_tile<RK, NQV>(q, ldq, k + j0 * ldk, ldk).store_aligned(dots);
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds + j0, dots + r * KK, KK * sizeof(float));
@@ -820,16 +830,48 @@ void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t
 }
 using rows_dot_short_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*,
                                    std::size_t) noexcept;
-constexpr std::size_t short_rows_max = lanes < 8 ? lanes : 8;  // RK = 2, 4, 8 (as the lanes allow)
+constexpr std::size_t short_rows_max = lanes < 8 ? lanes : 8;  // RK = 1, 2, 4, 8 (as the lanes allow)
 template <std::size_t RK, std::size_t... I>
 constexpr std::array<rows_dot_short_fn, sizeof...(I)> make_short_tiles(std::index_sequence<I...>) {
   return {{&rows_dot_short<RK, I + 1>...}};
 }
-// [log2(RK) − 1][NQV − 1]; rows beyond short_rows_max are never asked for (the table repeats its widest tile)
-constexpr std::array<rows_dot_short_fn, row_tile_vectors_max> rows_dot_short_tiles[3] = {
+// [log2(RK)][NQV − 1]; rows beyond short_rows_max are never asked for (the table repeats its widest tile)
+constexpr std::array<rows_dot_short_fn, row_tile_vectors_max> rows_dot_short_tiles[4] = {
+    make_short_tiles<1>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<2>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<(4 < short_rows_max ? 4 : short_rows_max)>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<short_rows_max>(std::make_index_sequence<row_tile_vectors_max>{})};
+// One row with a long inner dimension (x·Wᵀ with m = 1, k > 128 on AVX-512): KK keys per tile, one accumulator
+// each (KK chains hide the FMA latency), q loaded once per step for the KK FMAs, the inner dimension walked U
+// vectors at a time; no zeroing or spilling of a whole-vector array per tile.
+template <std::size_t KK>
+void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                       float* s) noexcept {
+  static_assert(KK <= lanes, "one vector of dot products per tile");
+  const std::size_t dv = d - d % lanes;
+  alignas(64) float dots[lanes];
+  for (std::size_t j0 = 0; j0 < bk; j0 += KK) {
+    const std::size_t nk = bk - j0 < KK ? bk - j0 : KK;
+    const float* kp = k + j0 * ldk;
+    std::size_t step[KK];  // offset of key j (the last key repeated in a short tile)
+    for (std::size_t j = 0; j < KK; ++j) step[j] = (j < nk ? j : nk - 1) * ldk;
+    vfloat acc[lanes];
+    for (std::size_t j = 0; j < lanes; ++j) acc[j] = vfloat(0.0f);
+    for (std::size_t p = 0; p < dv; p += lanes) {
+      vfloat qv = vfloat::load_unaligned(q + p);
+      in_register(qv);
+#pragma GCC unroll 16
+      for (std::size_t j = 0; j < KK; ++j) acc[j] = xsimd::fma(qv, vfloat::load_unaligned(kp + step[j] + p), acc[j]);
+    }
+    sum_lanes_of_rows(acc).store_aligned(dots);
+    for (std::size_t j = 0; j < nk; ++j) {
+      float dot = dots[j];
+      for (std::size_t t = dv; t < d; ++t) dot = fmadd(q[t], kp[j * ldk + t], dot);
+      s[j0 + j] = dot;
+    }
+  }
+}
+
 constexpr std::size_t short_keys = 64;  // keys per pass of the row groups: their rows of k stay in L1
 #endif
 
@@ -847,34 +889,36 @@ constexpr std::size_t rows_dot_keys[3][2] = {
 void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                    std::size_t bk, float* s, std::size_t lds) noexcept {
   const std::size_t nqv = d / lanes;
-  if (nr == 1 && nqv >= 1 && nqv <= row_tile_vectors_max) {
-    for (std::size_t j0 = 0; j0 < bk; j0 += lanes)
-      rows_dot_row_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
-    return;
-  }
 #if !XSIMD_WITH_NEON
-  if (nr >= 2 && nqv <= row_tile_vectors_max && nqv * lanes == d) {
+  if (nqv >= 1 && nqv <= row_tile_vectors_max && nqv * lanes == d) {
+    if (nr == 1) {  // one row: all keys in one call, q held in registers
+      rows_dot_short_tiles[0][nqv - 1](q, ldq, k, ldk, bk, s, lds);
+      return;
+    }
     // Keys outer, row groups of 8, 4, 2 (as the lanes allow), then 1, inner.
     for (std::size_t j0 = 0; j0 < bk; j0 += short_keys) {
       const std::size_t nk = bk - j0 < short_keys ? bk - j0 : short_keys;
       for (std::size_t r0 = 0; r0 < nr;) {
         const std::size_t left = nr - r0;
-        const float* qr = q + r0 * ldq;
-        const float* kj = k + j0 * ldk;
-        if (left == 1) {
-          for (std::size_t j = 0; j < nk; j += lanes)
-            rows_dot_row_tiles[nqv - 1](qr, kj + j * ldk, ldk, nk - j < lanes ? nk - j : lanes, d,
-                                        s + r0 * lds + j0 + j);
-          break;
-        }
-        const std::size_t t = left >= 8 && short_rows_max >= 8 ? 2 : left >= 4 && short_rows_max >= 4 ? 1 : 0;
-        rows_dot_short_tiles[t][nqv - 1](qr, ldq, kj, ldk, nk, s + r0 * lds + j0, lds);
-        r0 += std::size_t{2} << t;
+        const std::size_t t = left >= 8 && short_rows_max >= 8 ? 3 : left >= 4 && short_rows_max >= 4 ? 2 : left >= 2;
+        rows_dot_short_tiles[t][nqv - 1](q + r0 * ldq, ldq, k + j0 * ldk, ldk, nk, s + r0 * lds + j0, lds);
+        r0 += std::size_t{1} << t;
       }
     }
     return;
   }
 #endif
+#if !XSIMD_WITH_NEON
+  if (nr == 1 && nqv > row_tile_vectors_max && d <= dot_long) {  // longer rows: the tiles below (fewer streams)
+    rows_dot_one_long<lanes>(q, d, k, ldk, bk, s);
+    return;
+  }
+#endif
+  if (nr == 1 && nqv >= 1 && nqv <= row_tile_vectors_max) {
+    for (std::size_t j0 = 0; j0 < bk; j0 += lanes)
+      rows_dot_row_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
+    return;
+  }
   const std::size_t lng = d > dot_long ? 1 : 0;
   // Keys outer, rows inner: a tile's keys (KK rows of k) stay in L1 while every group of rows uses them.
   const std::size_t tile_rows = nr >= 4 ? 2 : nr >= 2 ? 1 : 0;
@@ -980,8 +1024,15 @@ void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk
 // accumulators with 32 registers (AVX-512, NEON64), 8 with 16.
 constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
 constexpr std::size_t axpy_rows_max = 8;
+// One row on x86 (x·W with m = 1): 16 vectors, one chain (each accumulator waits one FMA latency per key while the
+// other 15 FMAs issue), so a 256-float row of w is read whole and in order (measured 1.2× at 256², AVX-512).
+constexpr bool axpy_one_row_wide = !XSIMD_WITH_NEON && axpy_acc_budget >= 16;
 constexpr std::size_t axpy_vectors(std::size_t rr) {
-  return rr * 8 * 2 <= axpy_acc_budget ? 8 : rr * 4 <= axpy_acc_budget ? 4 : rr * 2 <= axpy_acc_budget ? 2 : 1;
+  return rr == 1 && axpy_one_row_wide    ? 16
+         : rr * 8 * 2 <= axpy_acc_budget ? 8
+         : rr * 4 <= axpy_acc_budget     ? 4
+         : rr * 2 <= axpy_acc_budget     ? 2
+                                         : 1;
 }
 constexpr std::size_t axpy_chains(std::size_t rr, std::size_t cv) { return rr * cv * 2 <= axpy_acc_budget ? 2 : 1; }
 
