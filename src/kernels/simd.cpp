@@ -1025,7 +1025,7 @@ void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk
 constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
 constexpr std::size_t axpy_rows_max = 8;
 // One row on x86 (x·W with m = 1): 16 vectors, one chain (each accumulator waits one FMA latency per key while the
-// other 15 FMAs issue), so a 256-float row of w is read whole and in order (measured 1.2× at 256², AVX-512).
+// other 15 FMAs issue), so a 256-float row of w is read whole and in order (x·W at 256²: 3.3 → 1.9 µs, AVX-512).
 constexpr bool axpy_one_row_wide = !XSIMD_WITH_NEON && axpy_acc_budget >= 16;
 constexpr std::size_t axpy_vectors(std::size_t rr) {
   return rr == 1 && axpy_one_row_wide    ? 16
