@@ -444,7 +444,10 @@ TEST_P(FewRowKernels, OnlineSoftmaxStepAgainstDouble) {
         EXPECT_TRUE(s.canaries_intact());
         for (std::size_t r = 0; r < nr; ++r) {
           double mb = md[r];
-          for (std::size_t j = 0; j < bk; ++j) mb = std::fmax(mb, before.at(r, j));
+          for (std::size_t j = 0; j < bk; ++j) {  // (not std::fmax: GCC 12 for AArch64 crashes vectorising it)
+            const double x = before.at(r, j);
+            mb = x > mb ? x : mb;
+          }
           const double m_use = mb == -HUGE_VAL ? 0.0 : mb;
           const double a = std::exp2(md[r] - m_use);
           double sum = 0.0;
