@@ -348,11 +348,15 @@ struct FewQueryRun {
       }
     }
     const MatrixView<const float>& mask = options.mask;
-    for (std::size_t j0 = first; j0 < last; j0 += bc) {
-      const std::size_t bk = min_size(bc, last - j0);
-      kern.rows_dot(qs, d_k, nr, d_k, k.data + j0 * k.stride, k.stride, bk, s, bc);
+    // The score buffer holds rows_max × bc floats: fewer rows take wider key blocks (1 row: rows_max·bc keys), so
+    // the per-block costs (a softmax step's reductions and rescale, the calls) are paid less often; K and V are
+    // streamed once either way. Cortex-M keeps bc (its instruction counts are budgeted).
+    const std::size_t bw = target_is_mcu ? bc : attention_block_q * bc / nr / bc * bc;
+    for (std::size_t j0 = first; j0 < last; j0 += bw) {
+      const std::size_t bk = min_size(bw, last - j0);
+      kern.rows_dot(qs, d_k, nr, d_k, k.data + j0 * k.stride, k.stride, bk, s, bw);
       for (std::size_t r = 0; r < nr; ++r) {
-        float* sr = s + r * bc;
+        float* sr = s + r * bw;
         const std::size_t i = (r0 + r) % qh.q.rows;
         if (mask.data != nullptr) {
           const float* mrow = mask.data + i * mask.stride + j0;
@@ -368,8 +372,8 @@ struct FewQueryRun {
           for (std::size_t j = 0; j < bk; ++j)
             if (j0 + j < seen.lo || j0 + j >= seen.hi) sr[j] = -INFINITY;
       }
-      kern.rows_softmax(s, bc, nr, bk, m, l(), alpha());
-      kern.rows_axpy(s, bc, nr, bk, v.data + j0 * v.stride, v.stride, d_v, alpha(), o, d_v);
+      kern.rows_softmax(s, bw, nr, bk, m, l(), alpha());
+      kern.rows_axpy(s, bw, nr, bk, v.data + j0 * v.stride, v.stride, d_v, alpha(), o, d_v);
     }
   }
 

@@ -298,6 +298,30 @@ TEST_P(FewQueries, QueriesThatSeeNoKeyGetZerosEvenBesideNan) {
   EXPECT_TRUE(std::isfinite(p.out.at(2, 1)));
 }
 
+TEST_P(FewQueries, WideKeyBlocksAcrossManyKeys) {
+  // The few-query path takes key blocks of rows_max·bc / n_q keys (whole bc; 2048 for one query on the SIMD builds):
+  // key counts one below, at and one above a block, and two blocks and a ragged rest, so the online softmax rescales
+  // across blocks of every width; dense, bottom-right causal with a window, and masked (the mask is indexed per
+  // block).
+  const ma::detail::Kernels& kern = *GetParam();
+  std::uint32_t seed = 500;
+#if MICROATTN_TEST_EMULATED
+  const std::vector<std::size_t> counts{1, 3, 8};
+#else
+  const std::vector<std::size_t> counts{1, 2, 3, 5, 8};
+#endif
+  for (std::size_t n_q : counts) {
+    const std::size_t bc = ma::attention_block_kv;
+    const std::size_t bw = ma::target_is_mcu ? bc : ma::attention_block_q * bc / n_q / bc * bc;
+    for (std::size_t n_kv : {bw - 1, bw, bw + 1, 2 * bw + 17}) {
+      const long long bottom_right = static_cast<long long>(n_kv) - static_cast<long long>(n_q);
+      run_case(kern, {n_q, n_kv, 64, 64, false, 0, 0, false, 0, (n_kv & 1) != 0}, seed++);
+      run_case(kern, {n_q, n_kv, 32, 16, true, bottom_right, bw + 5, false, 3, true}, seed++);
+      run_case(kern, {n_q, n_kv, 16, 24, false, 0, 0, true, 1, false}, seed++);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArch, FewQueries, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
 
 // ---- the row kernels alone -----------------------------------------------------------------------------------------
@@ -351,6 +375,99 @@ TEST_P(FewRowKernels, DotAndAxpyAgainstDouble) {
         EXPECT_TRUE(matrix_near(o, want, scale, dot_tolerance(inner + 1)));
         EXPECT_TRUE(o.canaries_intact());
       }
+}
+
+TEST_P(FewRowKernels, ShortHeadDotTilesAgainstDouble) {
+  // rows_dot with a head dim of whole vectors (1 … 9 and 16 vectors of the table's width, 4 and a float, 16 less
+  // 3 floats): the tiles
+  // of 2, 4 and 8 rows by lanes / rows keys, the one-row tile, and the groups of the rest (3 = 2 + 1, 7 = 4 + 2 + 1,
+  // 15, 17), with key counts around each tile width and the 64-key passes; misaligned, padded rows.
+  const ma::detail::Kernels& kern = *GetParam();
+  const std::size_t lanes = kern.vector_floats;
+  std::uint32_t seed = 900;
+#if MICROATTN_TEST_EMULATED
+  const std::vector<std::size_t> rows{2, 3, 4, 7, 8, 9}, keys{1, 3, 4, 5, 9, 65};
+#else
+  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 17},
+      keys{1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 66, 129};
+#endif
+  std::vector<std::size_t> inners;
+  for (std::size_t v = 1; v <= 9; ++v) inners.push_back(v * lanes);
+  inners.push_back(4 * lanes + 1);
+  inners.push_back(16 * lanes);  // one row past the short tiles: the long-row tile (x·Wᵀ with m = 1)
+  inners.push_back(16 * lanes - 3);
+  for (std::size_t nr : rows)
+    for (std::size_t inner : inners)
+      for (std::size_t cols : keys) {
+        SCOPED_TRACE(::testing::Message() << kern.name << " nr=" << nr << " inner=" << inner << " keys=" << cols);
+        Uniform u(seed++);
+        Guarded a(nr, inner, inner + 3, (seed & 1) != 0), bt(cols, inner, inner + 1, (seed & 2) != 0);
+        Guarded s(nr, cols, cols + 5, (seed & 4) != 0);
+        a.fill(u);
+        bt.fill(u);
+        kern.rows_dot(a.data(), a.stride(), nr, inner, bt.data(), bt.stride(), cols, s.data(), s.stride());
+        std::vector<double> want, scale;
+        ref::matmul(a.data(), a.stride(), bt.data(), bt.stride(), true, nr, cols, inner, want, scale);
+        EXPECT_TRUE(matrix_near(s, want, scale, dot_tolerance(inner)));
+        EXPECT_TRUE(s.canaries_intact());
+      }
+}
+
+TEST_P(FewRowKernels, OnlineSoftmaxStepAgainstDouble) {
+  // rows_softmax over two successive blocks (m, l, alpha carried), row counts across a vector of rows, block
+  // lengths across the vector and tail edges: m = max, alpha = 2^(m_old − m_new), p = 2^(s − m_new),
+  // l = l·alpha + Σp. Hidden keys (−inf) in some rows, a row hidden in the first block only, one hidden in both
+  // (m stays −inf, l 0, its probabilities 0).
+  const ma::detail::Kernels& kern = *GetParam();
+  std::uint32_t seed = 1000;
+#if MICROATTN_TEST_EMULATED
+  const std::vector<std::size_t> rows{1, 3, 9}, lengths{1, 17, 64};
+#else
+  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 8, 9, 16, 17, 33}, lengths{1, 2, 5, 15, 16, 17, 33, 64, 100};
+#endif
+  for (std::size_t nr : rows)
+    for (std::size_t bk : lengths) {
+      SCOPED_TRACE(::testing::Message() << kern.name << " nr=" << nr << " bk=" << bk);
+      Uniform u(seed++, -20.0f, 5.0f);
+      std::vector<float> m(nr, -inf), l(nr, 0.0f), alpha(nr, nan_value);
+      std::vector<double> md(nr, -HUGE_VAL), ld(nr, 0.0);
+      for (int block = 0; block < 2; ++block) {
+        Guarded s(nr, bk, bk + 3, block == 1);
+        s.fill(u);
+        for (std::size_t r = 0; r < nr; ++r) {
+          if (r % 4 == 1) s.at(r, (r + static_cast<std::size_t>(block)) % bk) = -inf;
+          if ((r % 7 == 5 && block == 0) || r % 7 == 6)
+            for (std::size_t j = 0; j < bk; ++j) s.at(r, j) = -inf;
+          if (r % 3 == 2 && block == 1)  // a larger maximum in the second block: the first one's sum rescales
+            s.at(r, bk / 2) = 9.0f;
+        }
+        const Guarded before = s;
+        kern.rows_softmax(s.data(), s.stride(), nr, bk, m.data(), l.data(), alpha.data());
+        EXPECT_TRUE(s.canaries_intact());
+        for (std::size_t r = 0; r < nr; ++r) {
+          double mb = md[r];
+          for (std::size_t j = 0; j < bk; ++j) {  // (not std::fmax: GCC 12 for AArch64 crashes vectorising it)
+            const double x = before.at(r, j);
+            mb = x > mb ? x : mb;
+          }
+          const double m_use = mb == -HUGE_VAL ? 0.0 : mb;
+          const double a = std::exp2(md[r] - m_use);
+          double sum = 0.0;
+          for (std::size_t j = 0; j < bk; ++j) {
+            const double pj = std::exp2(static_cast<double>(before.at(r, j)) - m_use);
+            sum += pj;
+            EXPECT_TRUE(within(s.at(r, j), pj, pj, {16.0 * unit_roundoff, 1e-37}))
+                << "p(" << r << "," << j << ") = " << s.at(r, j) << ", want " << pj;
+          }
+          ld[r] = ld[r] * a + sum;
+          md[r] = mb;
+          EXPECT_TRUE(within(alpha[r], a, a, {16.0 * unit_roundoff, 1e-37})) << r << ": " << alpha[r] << " vs " << a;
+          EXPECT_TRUE(within(l[r], ld[r], ld[r], {(static_cast<double>(bk) + 16.0) * 4.0 * unit_roundoff, 1e-37}))
+              << r << ": " << l[r] << " vs " << ld[r];
+          EXPECT_EQ(static_cast<double>(m[r]), md[r]) << r;
+        }
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArch, FewRowKernels, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);

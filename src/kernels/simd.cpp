@@ -78,6 +78,9 @@ void exp_simd(const float* x, float* y, std::size_t n) noexcept {
 // --- softmax ---------------------------------------------------------------------------------------------
 
 inline float horizontal_max(vfloat v) noexcept {  // xsimd 8.1 has no reduce_max
+#if XSIMD_WITH_AVX512F
+  return _mm512_reduce_max_ps(v);  // a tree of 4 shuffles and maxes instead of 15 dependent scalar compares
+#endif
   alignas(64) float l[lanes];
   v.store_aligned(l);
   float m = l[0];
@@ -762,6 +765,116 @@ constexpr std::array<rows_dot_row_fn, sizeof...(I)> make_row_tiles(std::index_se
 }
 constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_tile_vectors_max>{});
 
+#ifndef MICROATTN_PFD
+#define MICROATTN_PFD 2
+#endif
+#if !XSIMD_WITH_NEON
+// A few rows (RK = 1 … 8) against keys with a short head dim of NQV whole vectors (attention while decoding, d = 64:
+// 4 on AVX-512): one call walks all bk keys, KK = lanes / RK of them per tile, the head dim unrolled. The generic
+// tile above spends more on its setup, zeroing and spills than on 4 steps of FMAs at d = 64; here a tile is its
+// NQV steps of RK + KK loads and RK·KK FMAs, one sum_lanes_of_rows, and RK short stores. A key tile short of KK
+// keys re-reads its last key. (NEON has its own row kernels.)
+// One tile: rows q[r·ldq …] × keys kp[j·ldk …] for r < RK, j < KK, into lane r·KK + j of the result.
+template <std::size_t RK, std::size_t NQV>
+inline __attribute__((always_inline)) vfloat rows_dot_short_tile(const float* q, std::size_t ldq, const float* kp,
+                                                                 std::size_t ldk) noexcept {
+  constexpr std::size_t KK = lanes / RK;
+  vfloat acc[lanes];  // acc[r·KK + j]: row r, key j
+#pragma GCC unroll 8
+  for (std::size_t v = 0; v < NQV; ++v) {
+    vfloat qv[RK];
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < RK; ++r) {
+      qv[r] = vfloat::load_unaligned(q + r * ldq + v * lanes);
+      if (KK > 1) in_register(qv[r]);
+    }
+#pragma GCC unroll 16
+    for (std::size_t j = 0; j < KK; ++j) {
+      vfloat kv = vfloat::load_unaligned(kp + j * ldk + v * lanes);
+      if (RK > 1) in_register(kv);
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < RK; ++r)
+        acc[r * KK + j] = v == 0 ? qv[r] * kv : xsimd::fma(qv[r], kv, acc[r * KK + j]);
+    }
+  }
+  return sum_lanes_of_rows(acc);
+}
+
+template <std::size_t RK, std::size_t NQV>
+void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t ldk, std::size_t bk, float* s,
+                    std::size_t lds) noexcept {
+  constexpr std::size_t PFD = MICROATTN_PFD;
+  constexpr std::size_t KK = lanes / RK;
+  static_assert(KK >= 1 && RK * KK == lanes, "one vector of dot products per tile");
+  alignas(64) float dots[lanes];
+  std::size_t j0 = 0;
+  for (; j0 + KK <= bk; j0 += KK) {
+    if (RK == 1 && j0 + PFD * KK < bk)
+#pragma GCC unroll 16
+      for (std::size_t j = 0; j < KK; ++j)
+#pragma GCC unroll 8
+        for (std::size_t c = 0; c < NQV * lanes; c += 64 / sizeof(float))
+          __builtin_prefetch(k + (j0 + PFD * KK + j) * ldk + c, 0, 3);
+    rows_dot_short_tile<RK, NQV>(q, ldq, k + j0 * ldk, ldk).store_aligned(dots);
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds + j0, dots + r * KK, KK * sizeof(float));
+  }
+  if (j0 < bk) {  // the last bk − j0 < KK keys: a tile with the last key repeated, computed through a copy of them
+    alignas(64) float kpad[KK * NQV * lanes];
+    const std::size_t nk = bk - j0;
+    for (std::size_t j = 0; j < KK; ++j)
+      std::memcpy(kpad + j * NQV * lanes, k + (j0 + (j < nk ? j : nk - 1)) * ldk, NQV * lanes * sizeof(float));
+    rows_dot_short_tile<RK, NQV>(q, ldq, kpad, NQV * lanes).store_aligned(dots);
+    for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds + j0, dots + r * KK, nk * sizeof(float));
+  }
+}
+using rows_dot_short_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*,
+                                   std::size_t) noexcept;
+constexpr std::size_t short_rows_max = lanes < 8 ? lanes : 8;  // RK = 1, 2, 4, 8 (as the lanes allow)
+template <std::size_t RK, std::size_t... I>
+constexpr std::array<rows_dot_short_fn, sizeof...(I)> make_short_tiles(std::index_sequence<I...>) {
+  return {{&rows_dot_short<RK, I + 1>...}};
+}
+// [log2(RK)][NQV − 1]; rows beyond short_rows_max are never asked for (the table repeats its widest tile)
+constexpr std::array<rows_dot_short_fn, row_tile_vectors_max> rows_dot_short_tiles[4] = {
+    make_short_tiles<1>(std::make_index_sequence<row_tile_vectors_max>{}),
+    make_short_tiles<2>(std::make_index_sequence<row_tile_vectors_max>{}),
+    make_short_tiles<(4 < short_rows_max ? 4 : short_rows_max)>(std::make_index_sequence<row_tile_vectors_max>{}),
+    make_short_tiles<short_rows_max>(std::make_index_sequence<row_tile_vectors_max>{})};
+// One row with a long inner dimension (x·Wᵀ with m = 1, k > 128 on AVX-512): KK keys per tile, one accumulator
+// each (KK chains hide the FMA latency), q loaded once per step for the KK FMAs, the inner dimension walked U
+// vectors at a time; no zeroing or spilling of a whole-vector array per tile.
+template <std::size_t KK>
+void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                       float* s) noexcept {
+  static_assert(KK <= lanes, "one vector of dot products per tile");
+  const std::size_t dv = d - d % lanes;
+  alignas(64) float dots[lanes];
+  for (std::size_t j0 = 0; j0 < bk; j0 += KK) {
+    const std::size_t nk = bk - j0 < KK ? bk - j0 : KK;
+    const float* kp = k + j0 * ldk;
+    std::size_t step[KK];  // offset of key j (the last key repeated in a short tile)
+    for (std::size_t j = 0; j < KK; ++j) step[j] = (j < nk ? j : nk - 1) * ldk;
+    vfloat acc[lanes];
+    for (std::size_t j = 0; j < lanes; ++j) acc[j] = vfloat(0.0f);
+    for (std::size_t p = 0; p < dv; p += lanes) {
+      vfloat qv = vfloat::load_unaligned(q + p);
+      in_register(qv);
+#pragma GCC unroll 16
+      for (std::size_t j = 0; j < KK; ++j) acc[j] = xsimd::fma(qv, vfloat::load_unaligned(kp + step[j] + p), acc[j]);
+    }
+    sum_lanes_of_rows(acc).store_aligned(dots);
+    for (std::size_t j = 0; j < nk; ++j) {
+      float dot = dots[j];
+      for (std::size_t t = dv; t < d; ++t) dot = fmadd(q[t], kp[j * ldk + t], dot);
+      s[j0 + j] = dot;
+    }
+  }
+}
+
+constexpr std::size_t short_keys = 64;  // keys per pass of the row groups: their rows of k stay in L1
+#endif
+
 using rows_dot_fn = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
                              std::size_t, float*, std::size_t) noexcept;
 // [rows: 1, 2, 4][short, long inner dimension]
@@ -776,6 +889,31 @@ constexpr std::size_t rows_dot_keys[3][2] = {
 void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                    std::size_t bk, float* s, std::size_t lds) noexcept {
   const std::size_t nqv = d / lanes;
+#if !XSIMD_WITH_NEON
+  if (nqv >= 1 && nqv <= row_tile_vectors_max && nqv * lanes == d) {
+    if (nr == 1) {  // one row: all keys in one call, q held in registers
+      rows_dot_short_tiles[0][nqv - 1](q, ldq, k, ldk, bk, s, lds);
+      return;
+    }
+    // Keys outer, row groups of 8, 4, 2 (as the lanes allow), then 1, inner.
+    for (std::size_t j0 = 0; j0 < bk; j0 += short_keys) {
+      const std::size_t nk = bk - j0 < short_keys ? bk - j0 : short_keys;
+      for (std::size_t r0 = 0; r0 < nr;) {
+        const std::size_t left = nr - r0;
+        const std::size_t t = left >= 8 && short_rows_max >= 8 ? 3 : left >= 4 && short_rows_max >= 4 ? 2 : left >= 2;
+        rows_dot_short_tiles[t][nqv - 1](q + r0 * ldq, ldq, k + j0 * ldk, ldk, nk, s + r0 * lds + j0, lds);
+        r0 += std::size_t{1} << t;
+      }
+    }
+    return;
+  }
+#endif
+#if !XSIMD_WITH_NEON
+  if (nr == 1 && nqv > row_tile_vectors_max && d <= dot_long) {  // longer rows: the tiles below (fewer streams)
+    rows_dot_one_long<lanes>(q, d, k, ldk, bk, s);
+    return;
+  }
+#endif
   if (nr == 1 && nqv >= 1 && nqv <= row_tile_vectors_max) {
     for (std::size_t j0 = 0; j0 < bk; j0 += lanes)
       rows_dot_row_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
@@ -807,30 +945,76 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
 
 void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk, float* m, float* l,
                        float* alpha) noexcept {
+  // A vector of rows at a time: the per-row scalars (block max, rescale factor, row sum) are lanes of one vector,
+  // so alpha is one vector exp and the row sums one sum_lanes_of_rows, instead of a chain of scalar steps per row
+  // (which made this latency-bound with the few rows of decoding).
   const std::size_t bv = bk - bk % lanes;
-  for (std::size_t r = 0; r < nr; ++r) {
-    float* sr = s + r * lds;
-    vfloat vmax(m[r]);
-    for (std::size_t j = 0; j < bv; j += lanes) vmax = xsimd::max(vmax, vfloat::load_unaligned(sr + j));
-    float mb = horizontal_max(vmax);
-    for (std::size_t j = bv; j < bk; ++j) mb = sr[j] > mb ? sr[j] : mb;
+  for (std::size_t r0 = 0; r0 < nr; r0 += lanes) {
+    const std::size_t rn = nr - r0 < lanes ? nr - r0 : lanes;
+    alignas(64) float mb[lanes] = {}, mo[lanes] = {}, mu[lanes], tail[lanes] = {};
+    for (std::size_t r = 0; r < rn; ++r) {
+      const float* sr = s + (r0 + r) * lds;
+      vfloat vmax0(m[r0 + r]), vmax1(m[r0 + r]);  // two chains
+      std::size_t j = 0;
+      for (; j + 2 * lanes <= bv; j += 2 * lanes) {
+        vmax0 = xsimd::max(vmax0, vfloat::load_unaligned(sr + j));
+        vmax1 = xsimd::max(vmax1, vfloat::load_unaligned(sr + j + lanes));
+      }
+      if (j < bv) vmax0 = xsimd::max(vmax0, vfloat::load_unaligned(sr + j));
+      float mx = horizontal_max(xsimd::max(vmax0, vmax1));
+      for (j = bv; j < bk; ++j) mx = sr[j] > mx ? sr[j] : mx;
+      mb[r] = mx;
+      mo[r] = m[r0 + r];
+    }
     // A NaN that max dropped shows in its own 2^(NaN − m), hence in l: the row comes out NaN.
-    const float m_use = mb == -INFINITY ? 0.0f : mb;
-    alpha[r] = exp2_nonpositive_scalar(m[r] - m_use);
-    const vfloat vm(m_use);
-    vfloat vsum(0.0f);
-    for (std::size_t j = 0; j < bv; j += lanes) {
-      const vfloat p = exp2_nonpositive_vec(vfloat::load_unaligned(sr + j) - vm);
-      p.store_unaligned(sr + j);
-      vsum += p;
+    const vfloat vmb = vfloat::load_aligned(mb);
+    const vfloat m_use = xsimd::select(vmb == vfloat(-INFINITY), vfloat(0.0f), vmb);
+    const vfloat a = exp2_nonpositive_vec(vfloat::load_aligned(mo) - m_use);
+    m_use.store_aligned(mu);
+    vfloat sums[lanes];
+    for (std::size_t r = 0; r < lanes; ++r) sums[r] = vfloat(0.0f);
+    for (std::size_t r = 0; r < rn; ++r) {
+      float* sr = s + (r0 + r) * lds;
+      const vfloat vm(mu[r]);
+      vfloat sum0(0.0f), sum1(0.0f);
+      std::size_t j = 0;
+      for (; j + 2 * lanes <= bv; j += 2 * lanes) {
+        const vfloat p0 = exp2_nonpositive_vec(vfloat::load_unaligned(sr + j) - vm);
+        const vfloat p1 = exp2_nonpositive_vec(vfloat::load_unaligned(sr + j + lanes) - vm);
+        p0.store_unaligned(sr + j);
+        p1.store_unaligned(sr + j + lanes);
+        sum0 += p0;
+        sum1 += p1;
+      }
+      if (j < bv) {
+        const vfloat p0 = exp2_nonpositive_vec(vfloat::load_unaligned(sr + j) - vm);
+        p0.store_unaligned(sr + j);
+        sum0 += p0;
+      }
+      sums[r] = sum0 + sum1;
+      float t = 0.0f;
+      for (j = bv; j < bk; ++j) {
+        sr[j] = exp2_nonpositive_scalar(sr[j] - mu[r]);
+        t += sr[j];
+      }
+      tail[r] = t;
     }
-    float sum = xsimd::hadd(vsum);
-    for (std::size_t j = bv; j < bk; ++j) {
-      sr[j] = exp2_nonpositive_scalar(sr[j] - m_use);
-      sum += sr[j];
+    vfloat total;
+    if (rn <= 2) {  // one or two rows: their own sums are cheaper than a tree over mostly empty rows
+      for (std::size_t r = 0; r < rn; ++r) tail[r] += xsimd::hadd(sums[r]);
+      total = vfloat::load_aligned(tail);
+    } else {
+      total = sum_lanes_of_rows(sums) + vfloat::load_aligned(tail);
     }
-    l[r] = fmadd(l[r], alpha[r], sum);
-    m[r] = mb;
+    alignas(64) float lo[lanes] = {}, ln[lanes], an[lanes];
+    for (std::size_t r = 0; r < rn; ++r) lo[r] = l[r0 + r];
+    xsimd::fma(vfloat::load_aligned(lo), a, total).store_aligned(ln);
+    a.store_aligned(an);
+    for (std::size_t r = 0; r < rn; ++r) {
+      l[r0 + r] = ln[r];
+      alpha[r0 + r] = an[r];
+      m[r0 + r] = mb[r];
+    }
   }
 }
 
@@ -840,8 +1024,15 @@ void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk
 // accumulators with 32 registers (AVX-512, NEON64), 8 with 16.
 constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
 constexpr std::size_t axpy_rows_max = 8;
+// One row on x86 (x·W with m = 1): 16 vectors, one chain (each accumulator waits one FMA latency per key while the
+// other 15 FMAs issue), so a 256-float row of w is read whole and in order (x·W at 256²: 3.3 → 1.9 µs, AVX-512).
+constexpr bool axpy_one_row_wide = !XSIMD_WITH_NEON && axpy_acc_budget >= 16;
 constexpr std::size_t axpy_vectors(std::size_t rr) {
-  return rr * 8 * 2 <= axpy_acc_budget ? 8 : rr * 4 <= axpy_acc_budget ? 4 : rr * 2 <= axpy_acc_budget ? 2 : 1;
+  return rr == 1 && axpy_one_row_wide    ? 16
+         : rr * 8 * 2 <= axpy_acc_budget ? 8
+         : rr * 4 <= axpy_acc_budget     ? 4
+         : rr * 2 <= axpy_acc_budget     ? 2
+                                         : 1;
 }
 constexpr std::size_t axpy_chains(std::size_t rr, std::size_t cv) { return rr * cv * 2 <= axpy_acc_budget ? 2 : 1; }
 
@@ -856,7 +1047,10 @@ void rows_axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const float
   for (; j + CH <= bk; j += CH)
     for (std::size_t h = 0; h < CH; ++h) {
       vfloat vj[CV];
-      for (std::size_t c = 0; c < CV; ++c) vj[c] = vfloat::load_unaligned(v + (j + h) * ldv + c * lanes);
+      for (std::size_t c = 0; c < CV; ++c) {
+        vj[c] = vfloat::load_unaligned(v + (j + h) * ldv + c * lanes);
+        if (RR > 1) in_register(vj[c]);  // one load of v per RR FMAs, not one per FMA
+      }
       for (std::size_t r = 0; r < RR; ++r) {
         const vfloat pr(p[r * ldp + j + h]);
         for (std::size_t c = 0; c < CV; ++c) acc[h][r][c] = xsimd::fma(pr, vj[c], acc[h][r][c]);
