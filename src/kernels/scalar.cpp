@@ -26,36 +26,40 @@ constexpr std::size_t gemm_nr = 4;
 // registers are fixed by the asm: the tiles below use two disjoint sets, so both operands of a step can be
 // live at once. Elsewhere: four plain loads.
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
-#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                               \
-  MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2, float& y3) noexcept {         \
-    register float x0 asm(r0);                                                                                     \
-    register float x1 asm(r1);                                                                                     \
-    register float x2 asm(r2);                                                                                     \
-    register float x3 asm(r3);                                                                                     \
-    asm("vldmia %4, {" r0 "-" r3 "}"                                                                               \
-        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                                   \
-        : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                   \
-    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                            \
-  }                                                                                                                \
-  /* The same, then p += 4 (VLDM's write-back: no add). */                                                         \
-  MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
-    register float x0 asm(r0);                                                                                     \
-    register float x1 asm(r1);                                                                                     \
-    register float x2 asm(r2);                                                                                     \
-    register float x3 asm(r3);                                                                                     \
-    asm("vldmia %4!, {" r0 "-" r3 "}"                                                                              \
-        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                          \
-        : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                           \
-    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                            \
+#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                          \
+  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2,         \
+                                                     float& y3) noexcept {                                    \
+    register float x0 asm(r0);                                                                                \
+    register float x1 asm(r1);                                                                                \
+    register float x2 asm(r2);                                                                                \
+    register float x3 asm(r3);                                                                                \
+    asm("vldmia %4, {" r0 "-" r3 "}"                                                                          \
+        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                              \
+        : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                              \
+    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                       \
+  }                                                                                                           \
+  /* The same, then p += 4 (VLDM's write-back: no add). */                                                    \
+  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, \
+                                                            float& y3) noexcept {                             \
+    register float x0 asm(r0);                                                                                \
+    register float x1 asm(r1);                                                                                \
+    register float x2 asm(r2);                                                                                \
+    register float x3 asm(r3);                                                                                \
+    asm("vldmia %4!, {" r0 "-" r3 "}"                                                                         \
+        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                     \
+        : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                      \
+    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                       \
   }
 #else
-#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                               \
-  MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2, float& y3) noexcept {         \
-    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                                    \
-  }                                                                                                                \
-  MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
-    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                                    \
-    p += 4;                                                                                                        \
+#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                          \
+  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2,         \
+                                                     float& y3) noexcept {                                    \
+    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                               \
+  }                                                                                                           \
+  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, \
+                                                            float& y3) noexcept {                             \
+    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                               \
+    p += 4;                                                                                                   \
   }
 #endif
 MICROATTN_DEFINE_LOAD4(load4_a, "s24", "s25", "s26", "s27")
