@@ -105,8 +105,9 @@ class ExpKernel : public ::testing::TestWithParam<const ma::detail::Kernels*> {}
 TEST_P(ExpKernel, WholeFloatRangeWithinTheDocumentedBound) {
   const Sweep s = sweep(*GetParam(), sweep_stride);
   RecordProperty("max_ulp", std::to_string(s.max_ulp));
-  std::printf("[ %s ] exp: %zu values, max error %.3f ULP (at x = %.9g), subnormal results within %.3g\n",
-              GetParam()->name, s.checked, s.max_ulp, static_cast<double>(s.worst_x), s.max_subnormal_abs);
+  std::printf("[ %s ] exp: %lu values, max error %.3f ULP (at x = %.9g), subnormal results within %.3g\n",
+              GetParam()->name, static_cast<unsigned long>(s.checked), s.max_ulp, static_cast<double>(s.worst_x),
+              s.max_subnormal_abs);
   EXPECT_EQ(s.failures, 0u) << "NaN or overflow mishandled";
   EXPECT_LE(s.max_ulp, ma::exp_max_ulp) << "worst at x = " << s.worst_x;
   // Subnormal results: one subnormal step, or flushed to zero where the vector unit has no subnormals.
@@ -149,8 +150,8 @@ TEST_P(ExpKernel, DenseSweepOfTheNormalRangeWithinTheBound) {
   const Sweep pos = sweep(*GetParam(), dense_stride, 0u, bits_of(88.7228f), false);
   const Sweep neg = sweep(*GetParam(), dense_stride, 0x80000000u, bits_of(-87.3365f), false);
   const Sweep& w = pos.max_ulp > neg.max_ulp ? pos : neg;
-  std::printf("[ %s ] exp: normal range, stride %u (%zu values): max error %.4f ULP at x = %.9g\n", GetParam()->name,
-              static_cast<unsigned>(dense_stride), pos.checked + neg.checked, w.max_ulp,
+  std::printf("[ %s ] exp: normal range, stride %u (%lu values): max error %.4f ULP at x = %.9g\n", GetParam()->name,
+              static_cast<unsigned>(dense_stride), static_cast<unsigned long>(pos.checked + neg.checked), w.max_ulp,
               static_cast<double>(w.worst_x));
   EXPECT_EQ(pos.failures + neg.failures, 0u);
   EXPECT_LE(w.max_ulp, ma::exp_max_ulp) << "worst at x = " << w.worst_x;
@@ -160,8 +161,9 @@ TEST_P(ExpKernel, DenseSweepOfTheNormalRangeWithinTheBound) {
 //   build/tests/microattn_tests --gtest_also_run_disabled_tests --gtest_filter='*ExpKernel.DISABLED_Exhaustive*'
 TEST_P(ExpKernel, DISABLED_ExhaustiveWithinTheBound) {
   const Sweep s = sweep(*GetParam(), 1);
-  std::printf("[ %s ] exp: all %zu non-NaN floats: max error %.4f ULP at x = %.9g, subnormal results within %.3g\n",
-              GetParam()->name, s.checked, s.max_ulp, static_cast<double>(s.worst_x), s.max_subnormal_abs);
+  std::printf("[ %s ] exp: all %lu non-NaN floats: max error %.4f ULP at x = %.9g, subnormal results within %.3g\n",
+              GetParam()->name, static_cast<unsigned long>(s.checked), s.max_ulp, static_cast<double>(s.worst_x),
+              s.max_subnormal_abs);
   EXPECT_EQ(s.failures, 0u);
   EXPECT_LE(s.max_ulp, ma::exp_max_ulp) << "worst at x = " << s.worst_x;
 }
@@ -230,8 +232,8 @@ TEST_P(ExpKernel, Exp2OfAttentionWithinOneAndAHalfUlp) {
     }
     count += n;
   }
-  std::printf("[ %s ] exp2 (attention): %zu values in [-125, 0], max error %.3f ULP at x = %.9g\n", GetParam()->name,
-              count, worst, static_cast<double>(worst_x));
+  std::printf("[ %s ] exp2 (attention): %lu values in [-125, 0], max error %.3f ULP at x = %.9g\n", GetParam()->name,
+              static_cast<unsigned long>(count), worst, static_cast<double>(worst_x));
   EXPECT_LE(worst, 1.5);
   const float special[] = {-inf, -127.0f, -200.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, -1.0f};
   float out[6];
