@@ -15,7 +15,10 @@ Status matmul(MatrixView<const float> a, MatrixView<const float> b, MatrixView<f
   if (b_inner != k || c.rows != m || c.cols != n) return Status::invalid_shape;
   if (detail::views_overlap(c, a) || detail::views_overlap(c, b)) return Status::aliasing;
 
-  const detail::GemmArgs args{a.data, a.stride, b.data, b.stride, transpose_b, c.data, c.stride, m, n, k};
+  // A one-row view's stride addresses nothing and may be any value >= cols, but the kernels step their row
+  // pointers by it after the last row too: a huge stride would wrap the pointer (UB). Its rows are dense anyway.
+  const auto step = [](const auto& v) { return v.rows == 1 ? v.cols : v.stride; };
+  const detail::GemmArgs args{a.data, step(a), b.data, step(b), transpose_b, c.data, step(c), m, n, k};
   detail::selected_kernels().gemm(args);
   return Status::ok;
 }

@@ -9,6 +9,8 @@ namespace microattn {
 namespace detail {
 
 // c (m×n, row stride ldc) = a (m×k, lda) · b, where b is k×n (ldb) or, with transpose_b, n×k (ldb).
+// Strides in elements. A one-row operand's stride is its column count (matmul() passes that whatever the view
+// says): the kernels step row pointers past the last row, which a huge stride would wrap.
 struct GemmArgs {
   const float* a;
   std::size_t lda;

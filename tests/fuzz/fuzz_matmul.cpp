@@ -107,13 +107,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   if (also_scalar) {
     arena.restore();
+    // the strides matmul() hands the kernels: a one-row view's stride is its column count
+    const auto step = [](const Mat& v) { return v.rows == 1 ? v.cols : v.stride; };
     const ma::detail::GemmArgs g{arena.at(a.offset),
-                                 a.stride,
+                                 step(a),
                                  arena.at(b.offset),
-                                 b.stride,
+                                 step(b),
                                  tb,
                                  arena.at(c.offset),
-                                 c.stride,
+                                 step(c),
                                  a.rows,
                                  c.cols,
                                  a.cols};
