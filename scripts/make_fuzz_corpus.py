@@ -345,6 +345,11 @@ DECODE = {
 }
 
 
+# Found by fuzzing (libFuzzer's bytes, kept as found): k = 1, so b (not transposed) is one row with a stride of 2^62,
+# valid for one row; the kernels stepped the row pointer past it, which wrapped (UBSan). matmul() now hands the
+# kernels a one-row view's column count as its stride.
+MATMUL["repro-one-row-b-huge-stride"] = bytes.fromhex("010000080000b90200ef0010beffff7e54cc70e800b1020000010900")
+
 def main():
     targets = {"matmul": MATMUL, "softmax": SOFTMAX, "attention": ATTENTION, "layers": LAYERS, "decode": DECODE}
     for name, seeds in targets.items():
