@@ -765,9 +765,6 @@ constexpr std::array<rows_dot_row_fn, sizeof...(I)> make_row_tiles(std::index_se
 }
 constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_tile_vectors_max>{});
 
-#ifndef MICROATTN_PFD
-#define MICROATTN_PFD 2
-#endif
 #if !XSIMD_WITH_NEON
 // A few rows (RK = 1 … 8) against keys with a short head dim of NQV whole vectors (attention while decoding, d = 64:
 // 4 on AVX-512): one call walks all bk keys, KK = lanes / RK of them per tile, the head dim unrolled. The generic
@@ -803,7 +800,7 @@ inline __attribute__((always_inline)) vfloat rows_dot_short_tile(const float* q,
 template <std::size_t RK, std::size_t NQV>
 void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t ldk, std::size_t bk, float* s,
                     std::size_t lds) noexcept {
-  constexpr std::size_t PFD = MICROATTN_PFD;
+  constexpr std::size_t PFD = 2;  // one row: prefetch the keys two tiles ahead
   constexpr std::size_t KK = lanes / RK;
   static_assert(KK >= 1 && RK * KK == lanes, "one vector of dot products per tile");
   alignas(64) float dots[lanes];
