@@ -3,6 +3,8 @@
 // contract of the entry point.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -82,6 +84,34 @@ TEST_P(MatmulKernel, SmallRowsReadBInPlace) {
   for (bool tb : {false, true})
     for (std::size_t m = 1; m <= 9; ++m)
       for (const auto& [k, n] : kn) check_product(GetParam(), m, n, k, tb, m % 3, (m & 1) != 0, seed++);
+}
+
+TEST_P(MatmulKernel, OneRowLongInnerKeepsInfinities) {
+  // x·Wᵀ with m = 1 and a long inner dimension walks each row of W from its first vector-aligned element, with the
+  // elements before it and after the last whole vector taken as one vector each: an infinity there must give
+  // +inf, not 0·inf = NaN from the lanes that vector does not own. Every start offset of W within 16 floats.
+  const ma::detail::Kernels& kern = *GetParam();
+  constexpr std::size_t n = 5;
+  for (std::size_t k : {257, 1027}) {
+    std::vector<float> storage(n * k + 16), x(k, 1.0f), y(n + 1);
+    for (std::size_t off = 0; off < 16; ++off) {
+      SCOPED_TRACE(::testing::Message() << kern.name << " k=" << k << " offset=" << off);
+      float* w = storage.data() + off;
+      std::fill(w, w + n * k, 0.5f);
+      w[1 * k + 2] = std::numeric_limits<float>::infinity();      // near the start of row 1
+      w[3 * k + k - 2] = std::numeric_limits<float>::infinity();  // near the end of row 3
+      y[n] = 7.0f;                                                // canary
+      const ma::detail::GemmArgs g{x.data(), k, w, k, true, y.data(), n, 1, n, k};
+      kern.gemm(g);
+      for (std::size_t j = 0; j < n; ++j) {
+        if (j == 1 || j == 3)
+          EXPECT_EQ(y[j], std::numeric_limits<float>::infinity()) << "row " << j;
+        else
+          EXPECT_EQ(y[j], 0.5f * static_cast<float>(k)) << "row " << j;  // exact: sums of halves below 2^24
+      }
+      EXPECT_EQ(y[n], 7.0f);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArch, MatmulKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);

@@ -872,25 +872,37 @@ void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_
 // One row with a long inner dimension (x·Wᵀ with m = 1, k > 256): the keys one after another, each walked whole with
 // U accumulators, so b is read in address order as one stream with a software prefetch 256 bytes ahead (it runs
 // on into the next key's row). KK keys at once were KK streams a row apart (4 KiB at k = 1024) competing for the
-// same L1 sets: 0.93–0.96 of Eigen at 1024², 1.16 this way (README "Decoding: few queries, small-m matmul").
-// A vector of keys' sums goes through one sum_lanes_of_rows.
+// same L1 sets. The walk over a key starts at its first vector-aligned element, so no load of b splits a cache
+// line (q, in L1, takes the misalignment); the few elements before it and after the last whole vector are one
+// vector each with the products outside them zeroed. A vector of keys' sums goes through one sum_lanes_of_rows.
+// (README "Decoding: few queries, small-m matmul")
 template <std::size_t U>
 void rows_dot_one_stream(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
                          float* s) noexcept {
+  static_assert(lanes <= 16, "the lane indices below");
+  // d > dot_long >= lanes: the head and tail vectors lie within the key
   constexpr std::size_t prefetch_bytes = 256;
   constexpr std::size_t line_floats = 64 / sizeof(float);
-  const std::size_t du = d - d % (U * lanes);
-  const std::size_t dv = d - d % lanes;
-  alignas(64) float dots[lanes];
+  constexpr std::size_t vector_bytes = lanes * sizeof(float);
+  alignas(64) static constexpr float lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const vfloat index = vfloat::load_aligned(lane_index);
+  const vfloat zero(0.0f);
   for (std::size_t j0 = 0; j0 < bk; j0 += lanes) {
     const std::size_t nk = bk - j0 < lanes ? bk - j0 : lanes;
     vfloat rows[lanes];
-    for (std::size_t j = 0; j < lanes; ++j) rows[j] = vfloat(0.0f);
+    for (std::size_t j = 0; j < lanes; ++j) rows[j] = zero;
     for (std::size_t j = 0; j < nk; ++j) {
       const float* kj = k + (j0 + j) * ldk;
+      const std::size_t head = (vector_bytes - reinterpret_cast<std::uintptr_t>(kj) % vector_bytes) % vector_bytes /
+                               sizeof(float);  // elements before the first aligned vector of this key
       vfloat acc[U];
-      for (std::size_t u = 0; u < U; ++u) acc[u] = vfloat(0.0f);
-      std::size_t p = 0;
+      // the product is selected, not an operand: 0·inf would be NaN
+      acc[0] = xsimd::select(index < vfloat(static_cast<float>(head)),
+                             vfloat::load_unaligned(q) * vfloat::load_unaligned(kj), zero);
+      for (std::size_t u = 1; u < U; ++u) acc[u] = zero;
+      const std::size_t body = d - head;
+      const std::size_t du = head + (body - body % (U * lanes)), dv = head + (body - body % lanes);
+      std::size_t p = head;
       for (; p < du; p += U * lanes) {
         // an address past b's end is never dereferenced: the prefetch does not fault, and the integer sum keeps the
         // pointer arithmetic within b
@@ -901,20 +913,20 @@ void rows_dot_one_stream(const float* q, std::size_t d, const float* k, std::siz
 #pragma GCC unroll 8
         for (std::size_t u = 0; u < U; ++u)
           acc[u] =
-              xsimd::fma(vfloat::load_unaligned(q + p + u * lanes), vfloat::load_unaligned(kj + p + u * lanes), acc[u]);
+              xsimd::fma(vfloat::load_unaligned(q + p + u * lanes), vfloat::load_aligned(kj + p + u * lanes), acc[u]);
       }
       for (; p < dv; p += lanes)
-        acc[0] = xsimd::fma(vfloat::load_unaligned(q + p), vfloat::load_unaligned(kj + p), acc[0]);
+        acc[0] = xsimd::fma(vfloat::load_unaligned(q + p), vfloat::load_aligned(kj + p), acc[0]);
+      if (dv < d)  // the last d − dv elements: the lanes of the vector ending at d that come after dv
+        acc[0] += xsimd::select(index >= vfloat(static_cast<float>(lanes - (d - dv))),
+                                vfloat::load_unaligned(q + d - lanes) * vfloat::load_unaligned(kj + d - lanes), zero);
 #pragma GCC unroll 8
       for (std::size_t u = 1; u < U; ++u) acc[0] += acc[u];
       rows[j] = acc[0];
     }
+    alignas(64) float dots[lanes];
     sum_lanes_of_rows(rows).store_aligned(dots);
-    for (std::size_t j = 0; j < nk; ++j) {
-      float dot = dots[j];
-      for (std::size_t t = dv; t < d; ++t) dot = fmadd(q[t], k[(j0 + j) * ldk + t], dot);
-      s[j0 + j] = dot;
-    }
+    std::memcpy(s + j0, dots, nk * sizeof(float));
   }
 }
 
