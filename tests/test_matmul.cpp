@@ -86,28 +86,37 @@ TEST_P(MatmulKernel, SmallRowsReadBInPlace) {
       for (const auto& [k, n] : kn) check_product(GetParam(), m, n, k, tb, m % 3, (m & 1) != 0, seed++);
 }
 
-TEST_P(MatmulKernel, OneRowLongInnerKeepsInfinities) {
-  // x·Wᵀ with m = 1 and a long inner dimension walks each row of W from its first vector-aligned element, with the
-  // elements before it and after the last whole vector taken as one vector each: an infinity there must give
-  // +inf, not 0·inf = NaN from the lanes that vector does not own. Every start offset of W within 16 floats.
+TEST_P(MatmulKernel, OneRowLongInnerEveryAlignment) {
+  // x·Wᵀ with m = 1 and a long inner dimension walks the rows of W from their first vector-aligned element, four
+  // rows at once when the row stride is a whole number of vectors, with the elements before that and after the last
+  // whole vector taken as one vector each: every start offset of W within 16 floats, strides that are and are not
+  // whole vectors. Values are small multiples of 1/2, so every sum is exact and checked for equality; an infinity
+  // near a row's start or end must give +inf, not 0·inf = NaN from the lanes its vector does not own.
   const ma::detail::Kernels& kern = *GetParam();
-  constexpr std::size_t n = 5;
-  for (std::size_t k : {257, 1027}) {
-    std::vector<float> storage(n * k + 16), x(k, 1.0f), y(n + 1);
+  constexpr std::size_t n = 6;  // a group of four rows and two single ones
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes{{257, 257}, {1027, 1027}, {1024, 1024}, {300, 304}};
+  for (const auto& [k, ldk] : shapes) {
+    std::vector<float> storage(n * ldk + 16), x(k), y(n + 1);
+    for (std::size_t t = 0; t < k; ++t) x[t] = static_cast<float>(t % 7 + 1);
     for (std::size_t off = 0; off < 16; ++off) {
-      SCOPED_TRACE(::testing::Message() << kern.name << " k=" << k << " offset=" << off);
+      SCOPED_TRACE(::testing::Message() << kern.name << " k=" << k << " ldk=" << ldk << " offset=" << off);
       float* w = storage.data() + off;
-      std::fill(w, w + n * k, 0.5f);
-      w[1 * k + 2] = std::numeric_limits<float>::infinity();      // near the start of row 1
-      w[3 * k + k - 2] = std::numeric_limits<float>::infinity();  // near the end of row 3
-      y[n] = 7.0f;                                                // canary
-      const ma::detail::GemmArgs g{x.data(), k, w, k, true, y.data(), n, 1, n, k};
+      for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t t = 0; t < ldk; ++t) w[j * ldk + t] = t < k ? 0.5f * static_cast<float>((j + t) % 5) : 1e30f;
+      w[1 * ldk + 2] = std::numeric_limits<float>::infinity();      // near the start of row 1 (in the group)
+      w[3 * ldk + k - 2] = std::numeric_limits<float>::infinity();  // near the end of row 3
+      w[5 * ldk + 1] = std::numeric_limits<float>::infinity();      // a single row
+      y[n] = 7.0f;                                                  // canary
+      const ma::detail::GemmArgs g{x.data(), k, w, ldk, true, y.data(), n, 1, n, k};
       kern.gemm(g);
       for (std::size_t j = 0; j < n; ++j) {
-        if (j == 1 || j == 3)
+        if (j == 1 || j == 3 || j == 5) {
           EXPECT_EQ(y[j], std::numeric_limits<float>::infinity()) << "row " << j;
-        else
-          EXPECT_EQ(y[j], 0.5f * static_cast<float>(k)) << "row " << j;  // exact: sums of halves below 2^24
+          continue;
+        }
+        double want = 0.0;
+        for (std::size_t t = 0; t < k; ++t) want += static_cast<double>(x[t]) * w[j * ldk + t];
+        EXPECT_EQ(static_cast<double>(y[j]), want) << "row " << j;
       }
       EXPECT_EQ(y[n], 7.0f);
     }

@@ -869,61 +869,83 @@ void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_
   }
 }
 
-// One row with a long inner dimension (x·Wᵀ with m = 1, k > 256): the keys one after another, each walked whole with
-// U accumulators, so b is read in address order as one stream with a software prefetch 256 bytes ahead (it runs
-// on into the next key's row). KK keys at once were KK streams a row apart (4 KiB at k = 1024) competing for the
-// same L1 sets. The walk over a key starts at its first vector-aligned element, so no load of b splits a cache
-// line (q, in L1, takes the misalignment); the few elements before it and after the last whole vector are one
-// vector each with the products outside them zeroed. A vector of keys' sums goes through one sum_lanes_of_rows.
-// (README "Decoding: few queries, small-m matmul")
-template <std::size_t U>
-void rows_dot_one_stream(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
-                         float* s) noexcept {
-  static_assert(lanes <= 16, "the lane indices below");
-  // d > dot_long >= lanes: the head and tail vectors lie within the key
+// One row with a long inner dimension (x·Wᵀ with m = 1, k > 256): S keys at a time, each walked whole with U
+// accumulators from its first vector-aligned element (no load of b splits a cache line; q, in L1, takes the
+// misalignment), with a software prefetch 256 bytes ahead in every stream (it runs on into the key's next row).
+// The elements before the first aligned vector and after the last whole one are one vector each, the products
+// outside them selected away. S = 4 streams beat both 8 × 2 vectors (8 streams 4 KiB apart at k = 1024, in the
+// same L1 sets: 0.93–0.96 of Eigen) and one stream (0.95); README "Decoding: few queries, small-m matmul". The S
+// keys of a group share their alignment only when ldk is a whole number of vectors; otherwise one at a time.
+template <std::size_t U, std::size_t S>
+inline __attribute__((always_inline)) void rows_dot_stream_group(const float* q, std::size_t d, const float* k,
+                                                                 std::size_t ldk, vfloat index, vfloat* sums) noexcept {
   constexpr std::size_t prefetch_bytes = 256;
   constexpr std::size_t line_floats = 64 / sizeof(float);
   constexpr std::size_t vector_bytes = lanes * sizeof(float);
+  // d > dot_long >= lanes: the head and tail vectors lie within each key
+  const std::size_t head = (vector_bytes - reinterpret_cast<std::uintptr_t>(k) % vector_bytes) % vector_bytes /
+                           sizeof(float);  // elements before the first aligned vector of the keys
+  const vfloat zero(0.0f);
+  vfloat acc[S][U];
+  const vfloat q_head = vfloat::load_unaligned(q);
+  for (std::size_t r = 0; r < S; ++r) {
+    // the product is selected, not an operand: 0·inf would be NaN
+    acc[r][0] =
+        xsimd::select(index < vfloat(static_cast<float>(head)), q_head * vfloat::load_unaligned(k + r * ldk), zero);
+    for (std::size_t u = 1; u < U; ++u) acc[r][u] = zero;
+  }
+  const std::size_t body = d - head;
+  const std::size_t du = head + (body - body % (U * lanes)), dv = head + (body - body % lanes);
+  std::size_t p = head;
+  for (; p < du; p += U * lanes) {
+    // an address past b's end is never dereferenced: the prefetch does not fault, and the integer sum keeps the
+    // pointer arithmetic within b
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < S; ++r)
+#pragma GCC unroll 8
+      for (std::size_t c = 0; c < U * lanes; c += line_floats)
+        __builtin_prefetch(
+            reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(k + r * ldk + p + c) + prefetch_bytes), 0,
+            3);
+#pragma GCC unroll 8
+    for (std::size_t u = 0; u < U; ++u) {
+      const vfloat qv = vfloat::load_unaligned(q + p + u * lanes);
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < S; ++r)
+        acc[r][u] = xsimd::fma(qv, vfloat::load_aligned(k + r * ldk + p + u * lanes), acc[r][u]);
+    }
+  }
+  for (; p < dv; p += lanes) {
+    const vfloat qv = vfloat::load_unaligned(q + p);
+    for (std::size_t r = 0; r < S; ++r) acc[r][0] = xsimd::fma(qv, vfloat::load_aligned(k + r * ldk + p), acc[r][0]);
+  }
+  const vfloat q_tail = vfloat::load_unaligned(q + d - lanes);
+  for (std::size_t r = 0; r < S; ++r) {
+    if (dv < d)  // the last d − dv elements: the lanes of the vector ending at d that come after dv
+      acc[r][0] += xsimd::select(index >= vfloat(static_cast<float>(lanes - (d - dv))),
+                                 q_tail * vfloat::load_unaligned(k + r * ldk + d - lanes), zero);
+#pragma GCC unroll 8
+    for (std::size_t u = 1; u < U; ++u) acc[r][0] += acc[r][u];
+    sums[r] = acc[r][0];
+  }
+}
+
+void rows_dot_one_stream(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                         float* s) noexcept {
+  constexpr std::size_t S = 4;
+  constexpr std::size_t U = lanes >= 16 ? 4 : 2;  // S·U accumulators: 16 of AVX-512's 32 registers, 8 of 16 else
+  static_assert(lanes <= 16 && lanes % S == 0, "the lane indices below; whole groups in a vector of keys");
   alignas(64) static constexpr float lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vfloat index = vfloat::load_aligned(lane_index);
-  const vfloat zero(0.0f);
+  const bool groups = ldk % lanes == 0;
   for (std::size_t j0 = 0; j0 < bk; j0 += lanes) {
     const std::size_t nk = bk - j0 < lanes ? bk - j0 : lanes;
     vfloat rows[lanes];
-    for (std::size_t j = 0; j < lanes; ++j) rows[j] = zero;
-    for (std::size_t j = 0; j < nk; ++j) {
-      const float* kj = k + (j0 + j) * ldk;
-      const std::size_t head = (vector_bytes - reinterpret_cast<std::uintptr_t>(kj) % vector_bytes) % vector_bytes /
-                               sizeof(float);  // elements before the first aligned vector of this key
-      vfloat acc[U];
-      // the product is selected, not an operand: 0·inf would be NaN
-      acc[0] = xsimd::select(index < vfloat(static_cast<float>(head)),
-                             vfloat::load_unaligned(q) * vfloat::load_unaligned(kj), zero);
-      for (std::size_t u = 1; u < U; ++u) acc[u] = zero;
-      const std::size_t body = d - head;
-      const std::size_t du = head + (body - body % (U * lanes)), dv = head + (body - body % lanes);
-      std::size_t p = head;
-      for (; p < du; p += U * lanes) {
-        // an address past b's end is never dereferenced: the prefetch does not fault, and the integer sum keeps the
-        // pointer arithmetic within b
-#pragma GCC unroll 8
-        for (std::size_t c = 0; c < U * lanes; c += line_floats)
-          __builtin_prefetch(
-              reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(kj + p + c) + prefetch_bytes), 0, 3);
-#pragma GCC unroll 8
-        for (std::size_t u = 0; u < U; ++u)
-          acc[u] =
-              xsimd::fma(vfloat::load_unaligned(q + p + u * lanes), vfloat::load_aligned(kj + p + u * lanes), acc[u]);
-      }
-      for (; p < dv; p += lanes)
-        acc[0] = xsimd::fma(vfloat::load_unaligned(q + p), vfloat::load_aligned(kj + p), acc[0]);
-      if (dv < d)  // the last d − dv elements: the lanes of the vector ending at d that come after dv
-        acc[0] += xsimd::select(index >= vfloat(static_cast<float>(lanes - (d - dv))),
-                                vfloat::load_unaligned(q + d - lanes) * vfloat::load_unaligned(kj + d - lanes), zero);
-#pragma GCC unroll 8
-      for (std::size_t u = 1; u < U; ++u) acc[0] += acc[u];
-      rows[j] = acc[0];
-    }
+    for (std::size_t j = 0; j < lanes; ++j) rows[j] = vfloat(0.0f);
+    std::size_t j = 0;
+    if (groups)
+      for (; j + S <= nk; j += S) rows_dot_stream_group<U, S>(q, d, k + (j0 + j) * ldk, ldk, index, rows + j);
+    for (; j < nk; ++j) rows_dot_stream_group<U, 1>(q, d, k + (j0 + j) * ldk, ldk, index, rows + j);
     alignas(64) float dots[lanes];
     sum_lanes_of_rows(rows).store_aligned(dots);
     std::memcpy(s + j0, dots, nk * sizeof(float));
@@ -971,7 +993,7 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
     if (d <= dot_long)
       rows_dot_one_long<lanes>(q, d, k, ldk, bk, s);
     else
-      rows_dot_one_stream<4>(q, d, k, ldk, bk, s);
+      rows_dot_one_stream(q, d, k, ldk, bk, s);
     return;
   }
 #endif
