@@ -1152,11 +1152,13 @@ void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk
 // accumulators with 32 registers (AVX-512, NEON64), 8 with 16.
 constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64) ? 16 : 8;
 constexpr std::size_t axpy_rows_max = 8;
-// One row on x86 (x·W with m = 1): 16 vectors, one chain (each accumulator waits one FMA latency per key while the
-// other 15 FMAs issue), so a 256-float row of w is read whole and in order (x·W at 256²: 3.3 → 1.9 µs, AVX-512).
-constexpr bool axpy_one_row_wide = !XSIMD_WITH_NEON && axpy_acc_budget >= 16;
+// One row on x86-64 (x·W with m = 1, P·V of one query): as many vectors as the budget (16 on AVX-512, 8 on AVX2), one
+// chain (each accumulator waits one FMA latency per key while the others issue), so a row of w is read whole and in
+// order (x·W at 256²: 3.3 → 1.9 µs, AVX-512; AVX2's 2 passes of 4 vectors over d_v = 64 left one-query attention
+// at 0.90 of Eigen at 4096 keys, 8 vectors read 1.12). Not i686, whose 8 vector registers the budget fills.
+constexpr bool axpy_one_row_wide = !XSIMD_WITH_NEON && (axpy_acc_budget >= 16 || sizeof(void*) == 8);
 constexpr std::size_t axpy_vectors(std::size_t rr) {
-  return rr == 1 && axpy_one_row_wide    ? 16
+  return rr == 1 && axpy_one_row_wide    ? axpy_acc_budget
          : rr * 8 * 2 <= axpy_acc_budget ? 8
          : rr * 4 <= axpy_acc_budget     ? 4
          : rr * 2 <= axpy_acc_budget     ? 2
