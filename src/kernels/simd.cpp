@@ -798,9 +798,9 @@ inline __attribute__((always_inline)) vfloat rows_dot_short_tile(const float* q,
   return sum_lanes_of_rows(acc);
 }
 
-// Rows whose RK·NQV vectors fit in registers beside the tile's accumulators (one row at d = 64 on AVX-512 and
-// AVX2, two on AVX-512) are loaded once per call, and a tile takes its keys one after another, in address order,
-// through one pointer that steps by ldk. The tile above names KK rows of k at once, and GCC kept their KK·NQV
+// One row, and rows whose RK·NQV vectors fit in registers beside the tile's accumulators (two at d = 64 on AVX-512),
+// are loaded once per call (what does not fit stays in L1), and a tile takes its keys one after another, in address
+// order, through one pointer that steps by ldk. The tile above names KK rows of k at once, and GCC kept their KK·NQV
 // addresses (and the prefetch's) in registers and on the stack: 1 × 256 attention spent 0.70 µs in the dot
 // products, against 0.45 µs for just reading K from L2; key by key it is at that bandwidth.
 constexpr std::size_t vector_registers = XSIMD_WITH_AVX512F ? 32 : 16;
