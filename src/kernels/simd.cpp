@@ -876,9 +876,10 @@ constexpr std::array<rows_dot_short_fn, row_tile_vectors_max> rows_dot_short_til
     make_short_tiles<2>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<(4 < short_rows_max ? 4 : short_rows_max)>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<short_rows_max>(std::make_index_sequence<row_tile_vectors_max>{})};
-// One row with a long inner dimension (x·Wᵀ with m = 1, k > 128 on AVX-512): KK keys per tile, one accumulator
-// each (KK chains hide the FMA latency), q loaded once per step for the KK FMAs, the inner dimension walked U
-// vectors at a time; no zeroing or spilling of a whole-vector array per tile.
+#if !XSIMD_WITH_AVX512F
+// One row with a long inner dimension (x·Wᵀ with m = 1 and k up to 256: above 64 on AVX2, 32 on SSE2): KK keys per
+// tile, one accumulator each (KK chains hide the FMA latency), q loaded once per step for the KK FMAs; no zeroing
+// or spilling of a whole-vector array per tile.
 template <std::size_t KK>
 void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
                        float* s) noexcept {
@@ -906,6 +907,57 @@ void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_
     }
   }
 }
+#endif
+
+#if XSIMD_WITH_AVX512F
+// One row with a long inner dimension (x·Wᵀ with m = 1, 128 < k <= 256 on AVX-512): a tile of 16 keys gives one
+// vector of dot products. q is held 8 vectors at a time; for each such chunk the tile's keys are walked one after
+// another through one pointer stepping by ldk, each key's part of the chunk read in order. rows_dot_one_long (16
+// keys × 16 vectors at k = 256) names 16 rows at once, and GCC kept their addresses in vector registers and on
+// the stack. Each line of a key's chunk is prefetched just before its loads: measured, not derived (W is in L2
+// at 256²; a prefetch of the next tile was slower, and none at all left the kernel at Eigen's speed). x·Wᵀ with
+// m = 1 at 256², paired runs: rows_dot_one_long 2.6–2.8 µs (0.97–1.06 of Eigen), this without the prefetch
+// 2.8, with it 2.1 (1.26–1.32). AVX2 keeps rows_dot_one_long: 4-vector chunks there were no faster.
+constexpr std::size_t row_chunk = 8;  // vectors of q in registers, beside 16 accumulators
+void rows_dot_one_chunks(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                         float* s) noexcept {
+  const std::size_t dv = d - d % lanes, dc = dv - dv % (row_chunk * lanes);
+  alignas(64) float dots[lanes];
+  for (std::size_t j0 = 0; j0 < bk; j0 += lanes) {
+    const std::size_t nk = bk - j0 < lanes ? bk - j0 : lanes;
+    vfloat acc[lanes];
+    for (std::size_t j = 0; j < lanes; ++j) acc[j] = vfloat(0.0f);
+    for (std::size_t c0 = 0; c0 < dc; c0 += row_chunk * lanes) {
+      vfloat qv[row_chunk];
+#pragma GCC unroll 16
+      for (std::size_t v = 0; v < row_chunk; ++v) qv[v] = vfloat::load_unaligned(q + c0 + v * lanes);
+      const float* kj = k + j0 * ldk + c0;
+#pragma GCC unroll 16
+      for (std::size_t j = 0; j < lanes; ++j) {
+        if (j < nk) {  // keys past bk keep 0
+#pragma GCC unroll 16
+          for (std::size_t c = 0; c < row_chunk * lanes; c += 64 / sizeof(float)) __builtin_prefetch(kj + c, 0, 3);
+          vfloat a = acc[j];
+#pragma GCC unroll 16
+          for (std::size_t v = 0; v < row_chunk; ++v) a = xsimd::fma(qv[v], vfloat::load_unaligned(kj + v * lanes), a);
+          acc[j] = a;
+        }
+        kj += ldk;
+        __asm__("" : "+r"(kj));  // one pointer stepping, not lanes addresses computed up front
+      }
+    }
+    for (std::size_t j = 0; j < nk; ++j)  // whole vectors short of a chunk
+      for (std::size_t p = dc; p < dv; p += lanes)
+        acc[j] = xsimd::fma(vfloat::load_unaligned(q + p), vfloat::load_unaligned(k + (j0 + j) * ldk + p), acc[j]);
+    sum_lanes_of_rows(acc).store_aligned(dots);
+    for (std::size_t j = 0; j < nk; ++j) {  // elements short of a vector
+      float dot = dots[j];
+      for (std::size_t t = dv; t < d; ++t) dot = fmadd(q[t], k[(j0 + j) * ldk + t], dot);
+      s[j0 + j] = dot;
+    }
+  }
+}
+#endif
 
 // One row with a long inner dimension (x·Wᵀ with m = 1, k > 256): S keys at a time, each walked whole with U
 // accumulators from its first vector-aligned element (no load of b splits a cache line; q, in L1, takes the
@@ -1039,7 +1091,11 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
 #if !XSIMD_WITH_NEON
   if (nr == 1 && nqv > row_tile_vectors_max) {  // longer rows: fewer streams
     if (d <= dot_long)
+#if XSIMD_WITH_AVX512F
+      rows_dot_one_chunks(q, d, k, ldk, bk, s);
+#else
       rows_dot_one_long<lanes>(q, d, k, ldk, bk, s);
+#endif
     else
       rows_dot_one_stream(q, d, k, ldk, bk, s);
     return;
