@@ -318,6 +318,8 @@ TEST_P(FewQueries, WideKeyBlocksAcrossManyKeys) {
       run_case(kern, {n_q, n_kv, 64, 64, false, 0, 0, false, 0, (n_kv & 1) != 0}, seed++);
       run_case(kern, {n_q, n_kv, 32, 16, true, bottom_right, bw + 5, false, 3, true}, seed++);
       run_case(kern, {n_q, n_kv, 16, 24, false, 0, 0, true, 1, false}, seed++);
+      // d_v > 256 in whole vectors: one query's P·V walks 8 rows of V at a time, rescaling o by alpha per block
+      run_case(kern, {n_q, n_kv, 16, 272, false, 0, 0, false, 0, false}, seed++);
     }
   }
 }

@@ -75,11 +75,12 @@ TEST_P(MatmulKernel, SmallRowsReadBInPlace) {
   // m <= 8 reads b in place (dot products with its rows, or AXPYs over them) instead of packing it: every m up to
   // one past that, inner dimensions and widths on both sides of the row kernels' long-row switch (256).
   std::uint32_t seed = 300;
+  // n = 272 and 512 (whole vectors, > 256): x·W with m = 1 walks 8 rows of W at a time, k = 19 and 9 leave 3 and 1.
 #if MICROATTN_TEST_EMULATED
-  const std::vector<std::pair<std::size_t, std::size_t>> kn{{1, 1}, {17, 300}, {300, 17}};
+  const std::vector<std::pair<std::size_t, std::size_t>> kn{{1, 1}, {17, 300}, {300, 17}, {19, 272}};
 #else
-  const std::vector<std::pair<std::size_t, std::size_t>> kn{{1, 1},     {17, 300},   {300, 17},
-                                                            {256, 256}, {257, 1030}, {1030, 40}};
+  const std::vector<std::pair<std::size_t, std::size_t>> kn{{1, 1},     {17, 300},   {300, 17},  {19, 272},
+                                                            {256, 256}, {257, 1030}, {1030, 40}, {9, 512}};
 #endif
   for (bool tb : {false, true})
     for (std::size_t m = 1; m <= 9; ++m)
