@@ -1295,10 +1295,12 @@ constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_
 constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8;
 constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
 
-// One row against long rows of v (x·W with m = 1, n > 256): o += Σ_j p[j]·v[j·ldv …], G rows of v at a time, each
-// walked whole and in order, o (in L1) loaded and stored once per G rows. The column tiles of rows_axpy_group (8 rows
-// × 256 columns, then the next 256 columns of the same rows) read 0.89–0.96 of Eigen at 1024² (W, 4 MiB, from L3);
-// this reads 1.06–1.10 (paired runs; G = 4: 1.01–1.06, G = 2: 0.92–0.96). alpha as in rows_axpy_simd.
+// One row against long rows of v (x·W with m = 1, n > 256): o += Σ_j p[j]·v[j·ldv …], 8 rows of v at a time, each
+// walked whole and in order, o (in L1) loaded and stored once per 8 rows, as Eigen's GEMV walks 4. The column tiles
+// of rows_axpy_group (8 rows × 256 columns, then the next 256 columns of the same rows) took 71–72 µs at 1024² (W,
+// 4 MiB, from L3) where this took 60–61, switched at run time in one binary (4 rows: 62, 2: 68–70); between builds
+// the point is within the machine's noise (README "Decoding: few queries, small-m matmul"). alpha as in
+// rows_axpy_simd.
 constexpr std::size_t axpy_long_rows = 8;
 void rows_axpy_one_long(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
                         const float* alpha, float* o) noexcept {
