@@ -30,11 +30,13 @@ inline bool all_aligned(const First& first, const Rest&... rest) noexcept {
   }
 }
 
-// A view's shape is usable: non-zero dims, stride >= cols, and its extent in bytes fits in a ptrdiff_t.
+// A view's shape is usable: non-zero dims, stride >= cols, its extent in bytes fits in a ptrdiff_t, and so does
+// its stride in bytes (kernels step a row pointer by the stride past the last row without reading there: with one
+// row and a stride of 2^62 floats that step wrapped the address, which UBSan reports; fuzz_attention found it).
 template <class T>
 constexpr bool shape_ok(const MatrixView<T>& v) noexcept {
   constexpr std::size_t max_elems = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
-  return v.rows != 0 && v.cols != 0 && v.stride >= v.cols && v.cols <= max_elems &&
+  return v.rows != 0 && v.cols != 0 && v.stride >= v.cols && v.stride <= max_elems &&
          v.rows - 1 <= (max_elems - v.cols) / v.stride;
 }
 

@@ -73,8 +73,9 @@ unsigned __int128 extent(const Mat& m) {
 }
 
 bool shape_ok(const Mat& m) {
+  constexpr auto pmax = static_cast<unsigned __int128>(std::numeric_limits<std::ptrdiff_t>::max());
   return m.rows != 0 && m.cols != 0 && m.stride >= m.cols &&
-         extent(m) * sizeof(float) <= static_cast<unsigned __int128>(std::numeric_limits<std::ptrdiff_t>::max());
+         static_cast<unsigned __int128>(m.stride) * sizeof(float) <= pmax && extent(m) * sizeof(float) <= pmax;
 }
 
 bool spans_meet(const Mat& a, const Mat& b) {
