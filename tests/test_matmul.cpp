@@ -124,6 +124,46 @@ TEST_P(MatmulKernel, OneRowLongInnerEveryAlignment) {
   }
 }
 
+TEST_P(MatmulKernel, OneRowLongRowsEveryAlignment) {
+  // x·W with m = 1 and rows of W longer than 256 (and one query's P·V with d_v > 256, o = o·alpha + p·v): the
+  // columns up to the rows' first cache-line boundary and past the last whole vector go one by one, the rest in
+  // vectors from that boundary, when the row stride is a whole number of lines; otherwise in vectors from column 0.
+  // Every start offset of W within 16 floats, widths and strides on both sides; k = 9 and 17 leave one row past
+  // the groups of 8. Small multiples of 1/2: every sum is exact and checked for equality, with a canary past y.
+  const ma::detail::Kernels& kern = *GetParam();
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes{
+      {272, 272}, {300, 304}, {300, 300}, {257, 272}, {1030, 1040}};
+  for (std::size_t k : {9, 17})
+    for (const auto& [n, ldw] : shapes) {
+      std::vector<float> storage(k * ldw + 16), x(k), y(n + 1), alpha{0.5f};
+      for (std::size_t j = 0; j < k; ++j) x[j] = 0.5f * static_cast<float>(j % 3 + 1);
+      for (std::size_t off = 0; off < 16; ++off) {
+        SCOPED_TRACE(::testing::Message()
+                     << kern.name << " k=" << k << " n=" << n << " ldw=" << ldw << " offset=" << off);
+        float* w = storage.data() + off;
+        for (std::size_t j = 0; j < k; ++j)
+          for (std::size_t c = 0; c < ldw; ++c) w[j * ldw + c] = c < n ? 0.5f * static_cast<float>((j + c) % 7) : 1e30f;
+        const auto want = [&](std::size_t c) {
+          double sum = 0.0;
+          for (std::size_t j = 0; j < k; ++j) sum += static_cast<double>(x[j]) * w[j * ldw + c];
+          return sum;
+        };
+        y.assign(n + 1, std::numeric_limits<float>::quiet_NaN());  // stale y must not be read
+        y[n] = 7.0f;                                               // canary
+        const ma::detail::GemmArgs g{x.data(), k, w, ldw, false, y.data(), n, 1, n, k};
+        kern.gemm(g);
+        for (std::size_t c = 0; c < n; ++c) ASSERT_EQ(static_cast<double>(y[c]), want(c)) << "column " << c;
+        EXPECT_EQ(y[n], 7.0f);
+
+        for (std::size_t c = 0; c < n; ++c) y[c] = static_cast<float>(c % 5);
+        kern.rows_axpy(x.data(), k, 1, k, w, ldw, n, alpha.data(), y.data(), n);
+        for (std::size_t c = 0; c < n; ++c)
+          ASSERT_EQ(static_cast<double>(y[c]), 0.5 * static_cast<double>(c % 5) + want(c)) << "column " << c;
+        EXPECT_EQ(y[n], 7.0f);
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArch, MatmulKernel, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
 
 TEST(Matmul, SeedExampleFromTheTutorial) {

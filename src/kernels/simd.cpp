@@ -1292,22 +1292,42 @@ constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_
 // instead of every tile streaming a column strip through all of v (matmul with a long k). o takes the block sums.
 // Long rows (matmul, d_v > 256) take 8 keys per block: 8 sequential streams through v, which the prefetchers
 // follow, where 64 rows 4 KiB apart each touched for a column strip would leave every load waiting on memory.
-constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8;
+// One row whose tile is narrower than v (AVX2: 64 columns) takes blocks of axpy_block_floats (32 KiB) of v, so the
+// block is still in L1 when the next tile sweeps it: x·W with m = 1 at 256² on AVX2, paired runs, 64 keys (64 KiB)
+// 3.1–3.6 µs (0.88–0.90 of Eigen), 32 keys 2.5–3.4 (0.97–1.02); 16 keys 2.9, 48 2.8. More rows (m = 5…8) were
+// slower with the smaller block, and AVX-512's one-row tile spans 256 columns, so both keep 64.
+constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8, axpy_block_floats = 8192;
 constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
 
 // One row against long rows of v (x·W with m = 1, n > 256): o += Σ_j p[j]·v[j·ldv …], 8 rows of v at a time, each
 // walked whole and in order, o (in L1) loaded and stored once per 8 rows, as Eigen's GEMV walks 4. The column tiles
 // of rows_axpy_group (8 rows × 256 columns, then the next 256 columns of the same rows) took 71–72 µs at 1024² (W,
-// 4 MiB, from L3) where this took 60–61, switched at run time in one binary (4 rows: 62, 2: 68–70); between builds
-// the point is within the machine's noise (README "Decoding: few queries, small-m matmul"). alpha as in
+// 4 MiB, from L3) where this took 60–61, switched at run time in one binary (4 rows: 62, 2: 68–70). The vectors
+// of v start at the rows' first cache-line boundary when ldv is whole lines (the columns before it and after the
+// last whole vector go one by one; o takes the misalignment): a std::vector W sits 16 bytes past a line, and every
+// load then split two lines. 1024², W at that offset, one binary: 58 → 53 µs and 65 → 59 (W aligned: 48–52);
+// bench_decode_peers 47.6–49.1 µs against Eigen's 57.5–58.9. One row at a time (o loaded and stored per row) was
+// no faster there (faster only in a loop alternating kernels) and 15–75 % slower at 8–16 MiB. alpha as in
 // rows_axpy_simd.
 constexpr std::size_t axpy_long_rows = 8;
 void rows_axpy_one_long(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
                         const float* alpha, float* o) noexcept {
+  constexpr std::size_t line_floats = 64 / sizeof(float);
+  const std::size_t head =  // columns before the rows' first line boundary, when all rows share it
+      ldv % line_floats == 0
+          ? (line_floats - reinterpret_cast<std::uintptr_t>(v) / sizeof(float) % line_floats) % line_floats
+          : 0;
+  const std::size_t body_end = head + (d_v - head) / lanes * lanes;
   for (std::size_t j = 0; j < bk; j += axpy_long_rows) {
     const std::size_t g = bk - j < axpy_long_rows ? bk - j : axpy_long_rows;
     const float* vj = v + j * ldv;
-    for (std::size_t c = 0; c < d_v; c += lanes) {
+    const auto column = [&](std::size_t c) {
+      float a = j > 0 ? o[c] : alpha != nullptr ? o[c] * alpha[0] : 0.0f;
+      for (std::size_t h = 0; h < g; ++h) a = fmadd(p[j + h], vj[h * ldv + c], a);
+      o[c] = a;
+    };
+    for (std::size_t c = 0; c < head; ++c) column(c);
+    for (std::size_t c = head; c < body_end; c += lanes) {
       vfloat a = j > 0              ? vfloat::load_unaligned(o + c)
                  : alpha != nullptr ? vfloat::load_unaligned(o + c) * vfloat(alpha[0])
                                     : vfloat(0.0f);
@@ -1321,16 +1341,19 @@ void rows_axpy_one_long(const float* p, std::size_t bk, const float* v, std::siz
       }
       a.store_unaligned(o + c);
     }
+    for (std::size_t c = body_end; c < d_v; ++c) column(c);
   }
 }
 
 void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                     std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  if (!XSIMD_WITH_NEON && nr == 1 && d_v > 256 && d_v % lanes == 0) {  // (measured on x86 only)
+  if (!XSIMD_WITH_NEON && nr == 1 && d_v > 256) {  // (measured on x86 only)
     rows_axpy_one_long(p, bk, v, ldv, d_v, alpha, o);
     return;
   }
-  const std::size_t kb = d_v > 256 ? axpy_keys_long : axpy_keys;
+  const std::size_t kb = d_v > 256                                               ? axpy_keys_long
+                         : nr == 1 && d_v > axpy_vectors(1) * lanes && d_v > 128 ? axpy_block_floats / d_v
+                                                                                 : axpy_keys;
   for (std::size_t j0 = 0; j0 < bk; j0 += kb) {
     const std::size_t nk = bk - j0 < kb ? bk - j0 : kb;
     for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
