@@ -1294,7 +1294,7 @@ constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_
 // follow, where 64 rows 4 KiB apart each touched for a column strip would leave every load waiting on memory.
 // One row whose tile is narrower than v (AVX2: 64 columns) takes blocks of axpy_block_floats (32 KiB) of v, so the
 // block is still in L1 when the next tile sweeps it: x·W with m = 1 at 256² on AVX2, paired runs, 64 keys (64 KiB)
-// 3.1–3.6 µs (0.88–0.90 of Eigen), 32 keys 2.5–3.4 (0.97–1.02); 16 keys 2.9, 48 2.8. More rows (m = 5…8) were
+// 3.1–3.6 µs (0.88–0.90 of Eigen), 32 keys 2.5–3.4 (0.97–1.00); 16 keys 2.9, 48 2.8. More rows (m = 5…8) were
 // slower with the smaller block, and AVX-512's one-row tile spans 256 columns, so both keep 64.
 constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8, axpy_block_floats = 8192;
 constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
