@@ -134,7 +134,8 @@ TEST_P(MatmulKernel, OneRowLongRowsEveryAlignment) {
   const std::vector<std::pair<std::size_t, std::size_t>> shapes{
       {272, 272}, {300, 304}, {300, 300}, {257, 272}, {1030, 1040}};
   for (std::size_t k : {9, 17})
-    for (const auto& [n, ldw] : shapes) {
+    for (const auto& shape : shapes) {
+      const std::size_t n = shape.first, ldw = shape.second;  // not a structured binding: the lambda captures it
       std::vector<float> storage(k * ldw + 16), x(k), y(n + 1), alpha{0.5f};
       for (std::size_t j = 0; j < k; ++j) x[j] = 0.5f * static_cast<float>(j % 3 + 1);
       for (std::size_t off = 0; off < 16; ++off) {
