@@ -26,6 +26,7 @@ using arch = xsimd::default_arch;
 using vfloat = xsimd::batch<float, arch>;
 using vint = xsimd::batch<std::int32_t, arch>;
 constexpr std::size_t lanes = vfloat::size;
+constexpr std::size_t line_floats = 64 / sizeof(float);  // floats per cache line (prefetch steps, line alignment)
 
 // Reinterpreting casts. xsimd 8.1's bitwise_cast on NEON calls vreinterpretq_* through a function-pointer table
 // that GCC 12 does not inline: a call per cast inside the exp loops, which spills every live vector register.
@@ -830,7 +831,7 @@ void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t
       for (std::size_t j = 0; j < KK; ++j) {
         if (prefetch)  // the integer sum: a key row past k's end is never formed as a pointer
 #pragma GCC unroll 8
-          for (std::size_t c = 0; c < NQV * lanes; c += 64 / sizeof(float))
+          for (std::size_t c = 0; c < NQV * lanes; c += line_floats)
             __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(kj + c) + ahead), 0, 3);
 #pragma GCC unroll 8
         for (std::size_t v = 0; v < NQV; ++v) {
@@ -936,7 +937,7 @@ void rows_dot_one_chunks(const float* q, std::size_t d, const float* k, std::siz
       for (std::size_t j = 0; j < lanes; ++j) {
         if (j < nk) {  // keys past bk keep 0
 #pragma GCC unroll 16
-          for (std::size_t c = 0; c < row_chunk * lanes; c += 64 / sizeof(float)) __builtin_prefetch(kj + c, 0, 3);
+          for (std::size_t c = 0; c < row_chunk * lanes; c += line_floats) __builtin_prefetch(kj + c, 0, 3);
           vfloat a = acc[j];
 #pragma GCC unroll 16
           for (std::size_t v = 0; v < row_chunk; ++v) a = xsimd::fma(qv[v], vfloat::load_unaligned(kj + v * lanes), a);
@@ -970,7 +971,6 @@ template <std::size_t U, std::size_t S>
 inline __attribute__((always_inline)) void rows_dot_stream_group(const float* q, std::size_t d, const float* k,
                                                                  std::size_t ldk, vfloat index, vfloat* sums) noexcept {
   constexpr std::size_t prefetch_bytes = 256;
-  constexpr std::size_t line_floats = 64 / sizeof(float);
   constexpr std::size_t vector_bytes = lanes * sizeof(float);
   // d > dot_long >= lanes: the head and tail vectors lie within each key
   const std::size_t head = (vector_bytes - reinterpret_cast<std::uintptr_t>(k) % vector_bytes) % vector_bytes /
@@ -1312,7 +1312,6 @@ constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 
 constexpr std::size_t axpy_long_rows = 8;
 void rows_axpy_one_long(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
                         const float* alpha, float* o) noexcept {
-  constexpr std::size_t line_floats = 64 / sizeof(float);
   const std::size_t head =  // columns before the rows' first line boundary, when all rows share it
       ldv % line_floats == 0
           ? (line_floats - reinterpret_cast<std::uintptr_t>(v) / sizeof(float) % line_floats) % line_floats
@@ -1351,9 +1350,8 @@ void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t
     rows_axpy_one_long(p, bk, v, ldv, d_v, alpha, o);
     return;
   }
-  const std::size_t kb = d_v > 256                                               ? axpy_keys_long
-                         : nr == 1 && d_v > axpy_vectors(1) * lanes && d_v > 128 ? axpy_block_floats / d_v
-                                                                                 : axpy_keys;
+  std::size_t kb = d_v > 256 ? axpy_keys_long : axpy_keys;
+  if (nr == 1 && d_v > axpy_vectors(1) * lanes && axpy_block_floats / d_v < kb) kb = axpy_block_floats / d_v;
   for (std::size_t j0 = 0; j0 < bk; j0 += kb) {
     const std::size_t nk = bk - j0 < kb ? bk - j0 : kb;
     for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
