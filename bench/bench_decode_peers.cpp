@@ -96,6 +96,7 @@ double attn_error_ratio(const AttnProblem& p, const float* out) {
   return worst;
 }
 
+#if defined(MICROATTN_PEER_EIGEN) || defined(MICROATTN_PEER_CBLAS)
 // Bottom-right causal for the peers: all n_kv scores computed, the few hidden ones (key j > i + offset, in the last
 // n_q columns) set to −inf — what a competent user of a BLAS does for a decoding step.
 void hide_future_keys(float* s, std::size_t ld, const AttnProblem& p) {
@@ -103,6 +104,7 @@ void hide_future_keys(float* s, std::size_t ld, const AttnProblem& p) {
     for (std::size_t j = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(i) + p.offset() + 1); j < p.n_kv; ++j)
       s[i * ld + j] = -std::numeric_limits<float>::infinity();
 }
+#endif
 
 struct MicroattnAttn {
   static constexpr const char* name = "microattn";

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CMake integration, as a firmware team would use it (scripts/test.sh cmake): builds the consumer project
 # tests/cmake (the firmware examples, C and C++) and runs its programs
-#   1. natively, with microattn in-tree (add_subdirectory), Debug build type (the library stays optimized);
+#   1. natively, with microattn in-tree (add_subdirectory), Debug build type and no build type (the library stays
+#      optimized in both);
 #   2. natively, with find_package(microattn CONFIG) from a `meson install` prefix;
 #   3. for Cortex-M4 with cmake/toolchains/cortex-m4.cmake (scalar kernels), in-tree, under qemu-system-arm.
 # It also checks that CMake and Meson compile the same library sources (both read sources.txt).
@@ -29,6 +30,13 @@ grep -q -- "-g .*-O3 .*src/attention.cpp" "$out/native.log" ||
   { echo "cmake_check: the library was not compiled -O3 in a Debug build" >&2; exit 1; }
 run_native "$out/native"
 
+echo "=== cmake: in-tree, no build type (CMake's default)"
+cmake -S tests/cmake -B "$out/default" -DMICROATTN_FROM=subdirectory >"$out/default.log"
+cmake --build "$out/default" -j "$jobs" --target microattn -- VERBOSE=1 >>"$out/default.log"
+grep -q -- "-O3 .*src/attention.cpp" "$out/default.log" ||
+  { echo "cmake_check: the library was not compiled -O3 without a build type" >&2; exit 1; }
+echo "library compiled -O3"
+
 echo "=== cmake: find_package(microattn CONFIG) after meson install"
 meson setup "$out/meson" --prefix "$root/$out/prefix" --libdir lib -Dtests=disabled -Dbenchmarks=disabled \
   -Dexamples=false >"$out/meson.log"
@@ -39,6 +47,11 @@ if grep -q '^Requires' "$out/prefix/lib/pkgconfig/microattn.pc"; then
   echo "cmake_check: microattn.pc requires a package (no public header includes xsimd)" >&2
   exit 1
 fi
+# pkg-config alone, as a Makefile would use it: the C firmware example from the installed prefix.
+PKG_CONFIG_PATH="$root/$out/prefix/lib/pkgconfig" cc -std=c99 -o "$out/firmware_c_pkgconfig" \
+  examples/firmware/main.c $(PKG_CONFIG_PATH="$root/$out/prefix/lib/pkgconfig" pkg-config --cflags --libs microattn)
+echo "--- $out/firmware_c_pkgconfig"
+"$out/firmware_c_pkgconfig"
 cmake -S tests/cmake -B "$out/package" -DMICROATTN_FROM=package -DCMAKE_PREFIX_PATH="$root/$out/prefix" \
   >"$out/package.log"
 cmake --build "$out/package" -j "$jobs" >>"$out/package.log"

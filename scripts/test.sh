@@ -11,12 +11,13 @@
 #   scripts/test.sh arm-bench    AArch64/ARMv7 instruction counts (microattn vs Eigen) against their budgets
 #   scripts/test.sh cmake        CMake consumers: in-tree, find_package after meson install, Cortex-M4 under QEMU
 #   scripts/test.sh subproject   a parent Meson project using microattn as a subproject (native, own M4 cross file)
+#   scripts/test.sh fresh        the demo and native, cmake, subproject in a new Debian 12 root (scripts/fresh_check.sh)
 set -eu
 cd "$(dirname "$0")/.."
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench cmake subproject"}
+targets=${*:-"native asan clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench cmake subproject fresh"}
 
 groups=native
 for t in $targets; do
@@ -27,6 +28,7 @@ for t in $targets; do
     arm-bench) groups="$groups cross peers" ;;
     cmake) groups="$groups cmake mcu" ;;
     subproject) groups="$groups mcu" ;;
+    fresh) groups="$groups fresh" ;;
     *) groups="$groups cross" ;;
   esac
 done
@@ -74,6 +76,7 @@ for t in $targets; do
       scripts/arm_bench.sh --check ;;
     cmake) scripts/cmake_check.sh ;;
     subproject) scripts/subproject_check.sh ;;
+    fresh) scripts/fresh_check.sh ;;
     *)
       [ -f "cross/$t.ini" ] || { echo "test.sh: no cross/$t.ini" >&2; exit 2; }
       run_suite "build-$t" --cross-file "cross/$t.ini" -Dbenchmarks=disabled ;;
