@@ -15,11 +15,12 @@
 // and the program exits 1). MACs count the dense work (2·n_q·n_kv·d for attention, causal included, so a
 // causal row shows the work it skips; m·n·k for matmul).
 //
-// Eigen's attention is what a competent Eigen user writes (bench/bench_peers.cpp's peer): S = (Q·scale)·Kᵀ as
-// one GEMM, a row softmax on Eigen's vectorized exp, O = S·V, rows divided by their sums; causal walks the
-// queries in blocks of 32 and computes only the visible keys of each block, masking the last square. Decoding
-// (few queries) is one block: all n_q·n_kv scores (for one query Eigen's product takes its GEMV), the few hidden by
-// the bottom-right causal rule set to −inf, as bench/bench_decode_peers.cpp's Eigen peer.
+// Eigen's attention is what a competent Eigen user writes (bench/peers.cpp's peer, as bench_peers times it):
+// S = (Q·scale)·Kᵀ as one GEMM, a row softmax on Eigen's vectorized exp, O = S·V, rows divided by their sums;
+// causal walks the queries in blocks of 32 and computes only the visible keys of each block, masking the last
+// square. Decoding (few queries) is one block: all n_q·n_kv scores (for one query Eigen's product takes its GEMV),
+// the few hidden by the bottom-right causal rule set to −inf, as bench_decode_peers times bench/peers.cpp's Eigen
+// peer.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
