@@ -8,7 +8,7 @@ Reads (numpy only, no PyTorch):
   .safetensors   parsed directly: 8-byte little-endian header length, JSON header (dtype, shape, data_offsets per
                  tensor), raw little-endian tensors; F32 as is, F16 and BF16 converted to float32 exactly, F64
                  rounded to float32.
-  .npz           numpy.savez of the state_dict ({name: tensor.numpy()}).
+  .npz           numpy.savez or numpy.savez_compressed of the state_dict ({name: tensor.numpy()}); no pickles.
 Finds every attention layer by its names (the prefix before them tells layers apart; --prefix keeps those whose
 prefix matches a regular expression, e.g. 'encoder\\.layers\\.[0-3]\\.'):
   nn.MultiheadAttention  PREFIX in_proj_weight (3E x E: the q, k, v row blocks), in_proj_bias, out_proj.weight,
@@ -23,120 +23,416 @@ Writes, for layers 0 .. N-1 in the order of their prefixes (numbers compared as 
                                     NAME_HEADS, NAME_KV_HEADS> (C++ only)
 The arrays have internal linkage: include the header in one translation unit. The number of heads is not stored
 in a state_dict: give --heads (nn.MultiheadAttention's num_heads). Llama-style models rotate q and k (RoPE)
-before attention, which this layer does not do by itself: the export maps the projections only.
+before attention, which this layer does not do by itself: the export maps the projections only. The include
+guard comes from the output's file name (made a C identifier); --name must be one.
+
+Refuses, with one line 'export_weights.py: FILE: problem' on stderr and exit status 1 (2 for bad arguments),
+writing nothing (the header is written to a temporary file and renamed over OUTPUT only when complete):
+  a .safetensors file that breaks the format: header not a JSON object, an entry without a known dtype string,
+  a shape that is not a list of non-negative integers, data_offsets that are not [begin, end] with
+  0 <= begin <= end <= data size and end - begin = the shape's bytes, two tensors sharing bytes, or bytes that
+  belong to no tensor;
+  an .npz file that is not a zip of .npy arrays (a single .npy, a PyTorch .pt zip, a corrupt or truncated one),
+  or holds a pickled (object) array where a layer needs weights;
+  a layer whose tensors are not floating point, hold NaN or inf (or F64 values beyond float32's range), or have
+  shapes that do not fit together (--heads, --kv-heads, an empty projection);
+  parts of a layer microattn's layer does not compute: nn.MultiheadAttention(add_bias_kv=True) (bias_k,
+  bias_v), separate q/k/v_proj_weight (kdim or vdim other than embed_dim), per-head q_norm / k_norm.
+Tensors no layer uses may be of any dtype (e.g. an int64 num_batches_tracked).
 """
 import argparse
 import json
 import os
 import re
+import stat
 import struct
 import sys
+import tempfile
+import tokenize
+import zipfile
+import zlib
 
 import numpy as np
 
-SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "BF16": "<u2"}
+# The safetensors dtypes whose elements are whole bytes (the packed sub-byte F4/F6 types are not read), and the
+# float ones this script converts; BF16 is read as its bit pattern and widened.
+SAFETENSORS_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+                        "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "C64": 8, "I64": 8, "U64": 8, "F64": 8}
+SAFETENSORS_FLOATS = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "BF16": "<u2"}
+SAFETENSORS_MAX_HEADER = 100_000_000  # the format's own limit
+MAX_DIMS = 32  # numpy's
+# Far beyond any real tensor, and small enough that numpy can hold the shape even with a zero dimension
+MAX_ELEMENTS = 2 ** 48
+
+
+class ExportError(Exception):
+    """A problem with an input or output file, printed as 'export_weights.py: FILE: problem'."""
+
+    def __init__(self, path, problem):
+        super().__init__(f"{shown(path)}: {problem}")
+
+
+class Unusable:
+    """A tensor read but not converted to float32: listed by --list (as what), an error only if a layer uses it."""
+
+    def __init__(self, shape, what, reason):
+        self.shape, self.what, self.reason = tuple(shape), what, f"{what}: {reason}"
+
+
+def shown(text):
+    """text for a one-line message: quoted with escapes when it holds line breaks or other unprintables."""
+    return text if text.isprintable() else repr(text)
+
+
+def json_kind(value):
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value),
+                                                                                                "number")
+
+
+def brief(value):
+    s = json.dumps(value)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is no dimension
+
+
+def count_elements(shape, what):
+    """The number of elements of shape (non-negative ints), or why it is none."""
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"{what} has {len(shape)} dimensions (at most {MAX_DIMS})")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{what} {brief(list(shape))} has a negative dimension")
+    bound = 1
+    for s in shape:
+        bound *= max(s, 1)
+    if bound > MAX_ELEMENTS:
+        raise ValueError(f"{what} {brief(list(shape))} is too large")
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def to_float32(values, shape):
+    """values (a float type) as float32 in shape, or Unusable when rounding makes finite values infinite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = values.astype(np.float32)
+    beyond = np.isfinite(values) & ~np.isfinite(out)
+    if beyond.any():
+        return Unusable(shape, f"holds {float(values[beyond][0]):.6g}", "beyond float32's range")
+    return out.reshape(shape)
+
+
+def read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ExportError(path, f"cannot read it: {e.strerror or e}") from None
+
+
+class DuplicateName(ValueError):
+    pass
+
+
+def reject_duplicates(pairs):
+    seen = {}
+    for key, value in pairs:
+        if key in seen:  # json.loads would keep the last silently
+            raise DuplicateName(key)
+        seen[key] = value
+    return seen
+
+
+def reject_constant(name):
+    raise ValueError(f"{name} is not JSON")
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
+    blob = read_bytes(path)
+    if blob[:4] == b"PK\x03\x04":
+        raise ExportError(path, "a zip archive (numpy.savez, or a PyTorch .pt/.pth), not safetensors: "
+                                "numpy.savez files need the .npz suffix")
     if len(blob) < 8:
-        raise ValueError(f"{path}: too short for a safetensors file")
+        raise ExportError(path, f"{len(blob)} bytes, too short for a safetensors file (8-byte header length, JSON "
+                                "header, data)")
     (header_len,) = struct.unpack("<Q", blob[:8])
-    if 8 + header_len > len(blob):
-        raise ValueError(f"{path}: header length {header_len} beyond the end of the file")
-    header = json.loads(blob[8:8 + header_len].decode("utf-8"))
+    if header_len > len(blob) - 8:
+        raise ExportError(path, f"header length {header_len} runs past the end of the file ({len(blob)} bytes): "
+                                "truncated, or not safetensors")
+    if header_len > SAFETENSORS_MAX_HEADER:
+        raise ExportError(path, f"header length {header_len} is over the format's limit of {SAFETENSORS_MAX_HEADER}")
+    try:
+        text = blob[8:8 + header_len].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ExportError(path, f"header is not UTF-8 (byte {e.start}): corrupt, or not safetensors") from None
+    try:
+        header = json.loads(text, object_pairs_hook=reject_duplicates, parse_constant=reject_constant)
+    except DuplicateName as e:
+        raise ExportError(path, f"header names {shown(str(e))} twice") from None
+    except (ValueError, RecursionError) as e:
+        raise ExportError(path, f"header is not valid JSON: {str(e).splitlines()[0]}") from None
+    if not isinstance(header, dict):
+        raise ExportError(path, f"header is a JSON {json_kind(header)}, not an object of tensors")
     data = memoryview(blob)[8 + header_len:]
-    tensors = {}
+    entries = []
     for name, info in header.items():
         if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise ExportError(path, "__metadata__ is not an object of strings")
             continue
-        dtype = info["dtype"]
-        if dtype not in SAFETENSORS_DTYPES:
-            raise ValueError(f"{path}: tensor {name}: dtype {dtype} is not a float type this script reads")
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        raw = np.frombuffer(data[begin:end], dtype=SAFETENSORS_DTYPES[dtype])
-        if raw.size != int(np.prod(shape, dtype=np.int64)):
-            raise ValueError(f"{path}: tensor {name}: {raw.size} elements for shape {shape}")
+        what = f"tensor {shown(name)}"
+        if not isinstance(info, dict):
+            raise ExportError(path, f"{what}: entry is a JSON {json_kind(info)}, not an object with dtype, shape and "
+                                    "data_offsets")
+        for key in ("dtype", "shape", "data_offsets"):
+            if key not in info:
+                raise ExportError(path, f"{what}: entry has no {key}")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(dtype, str):
+            raise ExportError(path, f"{what}: dtype is a JSON {json_kind(dtype)}, not a string")
+        if dtype not in SAFETENSORS_ITEMSIZE:
+            raise ExportError(path, f"{what}: unknown dtype {brief(dtype)} (this script reads "
+                                    f"{', '.join(SAFETENSORS_ITEMSIZE)})")
+        if not isinstance(shape, list) or not all(is_int(s) for s in shape):
+            raise ExportError(path, f"{what}: shape {brief(shape)} is not a list of integers")
+        try:
+            count = count_elements(shape, "shape")
+        except ValueError as e:
+            raise ExportError(path, f"{what}: {e}") from None
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(is_int(o) for o in offsets):
+            raise ExportError(path, f"{what}: data_offsets {brief(offsets)} is not a list of two integers "
+                                    "[begin, end]")
+        begin, end = offsets
+        if not 0 <= begin <= end <= len(data):
+            raise ExportError(path, f"{what}: data_offsets [{begin}, {end}] are not 0 <= begin <= end <= "
+                                    f"{len(data)} (the data bytes)")
+        nbytes = count * SAFETENSORS_ITEMSIZE[dtype]
+        if end - begin != nbytes:
+            raise ExportError(path, f"{what}: data_offsets [{begin}, {end}] span {end - begin} bytes, but shape "
+                                    f"{brief(shape)} of {dtype} takes {nbytes}")
+        entries.append((begin, end, name, dtype, shape))
+    # The format indexes every data byte exactly once: shared bytes mean one tensor would read another's, and
+    # bytes of no tensor mean the offsets are off (or the file has something appended).
+    entries.sort(key=lambda e: (e[0], e[1]))
+    pos, previous = 0, None
+    for begin, end, name, _, _ in entries:
+        if begin < pos:
+            raise ExportError(path, f"tensor {shown(name)}: data_offsets [{begin}, {end}] overlap those of tensor "
+                                    f"{shown(previous[2])}, [{previous[0]}, {previous[1]}]")
+        if begin > pos:
+            raise ExportError(path, f"data bytes {pos} to {begin} belong to no tensor (a gap in the data_offsets, "
+                                    f"before tensor {shown(name)})")
+        pos, previous = end, (begin, end, name)
+    if pos != len(data):
+        raise ExportError(path, f"data bytes {pos} to {len(data)} (the end of the file) belong to no tensor "
+                                "(data_offsets end early, or bytes were appended)")
+    tensors = {}
+    for begin, end, name, dtype, shape in entries:
+        if dtype not in SAFETENSORS_FLOATS:
+            tensors[name] = Unusable(shape, f"dtype {dtype}",
+                                     f"a layer's weights must be {', '.join(SAFETENSORS_FLOATS)}")
+            continue
+        # a copy: frombuffer needs no alignment then, whatever the offset
+        raw = np.frombuffer(bytes(data[begin:end]), dtype=SAFETENSORS_FLOATS[dtype])
         if dtype == "BF16":  # the upper half of a float32: exact
-            values = (raw.astype("<u4") << 16).view("<f4")
-        else:
-            values = raw.astype(np.float32)
-        tensors[name] = values.reshape(shape)
+            raw = (raw.astype("<u4") << 16).view("<f4")
+        tensors[name] = to_float32(raw, shape)
     return tensors
 
 
+class NpyError(Exception):
+    pass
+
+
+def read_npy(f, size):
+    """One .npy member (size bytes) of an .npz: float32 array, or Unusable for arrays of other types."""
+    try:
+        version = np.lib.format.read_magic(f)
+        readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in readers:
+            raise NpyError(f".npy format version {version[0]}.{version[1]} (this script reads 1.0 and 2.0)")
+        shape, fortran_order, dtype = readers[version](f)
+    # numpy parses the header as a Python literal: a broken one can raise any of these
+    except (ValueError, SyntaxError, TypeError, tokenize.TokenError, RecursionError) as e:
+        raise NpyError(f"not a valid .npy array ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    try:
+        count = count_elements(shape, "shape")
+    except ValueError as e:
+        raise NpyError(str(e)) from None
+    if dtype.hasobject:  # its bytes are a pickle, which may run code when loaded
+        return Unusable(shape, "an object array (pickled Python objects, which this script does not load)",
+                        "a layer's weights must be floating point")
+    nbytes = count * dtype.itemsize
+    available = size - f.tell()
+    if available != nbytes:
+        raise NpyError(f"holds {available} data bytes, but shape {tuple(shape)} of {dtype} takes {nbytes}")
+    raw = f.read(nbytes)
+    if len(raw) != nbytes:
+        raise NpyError(f"truncated: {len(raw)} of {nbytes} data bytes")
+    if dtype.kind != "f":
+        return Unusable(shape, f"dtype {dtype}", "a layer's weights must be floating point")
+    values = np.frombuffer(raw, dtype=dtype)
+    if fortran_order:
+        return to_float32(values.reshape(shape[::-1]).T.ravel(), shape)
+    return to_float32(values, shape)
+
+
 def read_npz(path):
-    with np.load(path) as z:
-        return {name: np.asarray(z[name]).astype(np.float32) for name in z.files}
+    try:
+        archive = zipfile.ZipFile(path)
+    except OSError as e:
+        raise ExportError(path, f"cannot read it: {e.strerror or e}") from None
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as e:  # e.g. a zip version it lacks
+        head = read_bytes(path)[:6]
+        if head == b"\x93NUMPY":
+            raise ExportError(path, "a single .npy array (numpy.save), not an .npz archive of named tensors "
+                                    "(numpy.savez)") from None
+        raise ExportError(path, f"not an .npz file: not a zip archive, or a truncated one ({e})") from None
+    tensors = {}
+    with archive:
+        for info in archive.infolist():
+            member = info.filename
+            if not member.endswith(".npy"):
+                raise ExportError(path, f"member {shown(member)} is not a .npy array: numpy.savez writes only those "
+                                        "(a PyTorch .pt/.pth is a zip too: save with safetensors or numpy.savez)")
+            name = member[:-4]
+            if name in tensors:
+                raise ExportError(path, f"array {shown(name)} appears twice")
+            try:
+                with archive.open(info) as f:
+                    tensors[name] = read_npy(f, info.file_size)
+            except NpyError as e:
+                raise ExportError(path, f"array {shown(name)}: {e}") from None
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError,
+                    ValueError) as e:
+                raise ExportError(path, f"array {shown(name)}: corrupt archive member ({e})") from None
+    return tensors
 
 
 def natural_key(text):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
-def find_layers(tensors, prefix_filter):
-    """[(prefix, {q_weight, k_weight, v_weight, q_bias, k_bias, v_bias, out_weight, out_bias})]"""
-    layers = {}
+# Parameters of attention variants that microattn's layer does not compute: exporting without them would give a
+# header that compiles and computes something else.
+BIAS_KV = "nn.MultiheadAttention(add_bias_kv=True) appends a learned key and value row (bias_k, bias_v)"
+QK_NORM = "the layer normalizes q and k per head (q_norm, k_norm, as Qwen3 and OLMo 2 do)"
+UNSUPPORTED = {"bias_k": BIAS_KV, "bias_v": BIAS_KV, "q_norm.weight": QK_NORM, "k_norm.weight": QK_NORM}
+KINDS = (("mha", "in_proj_weight"), ("llama", "q_proj.weight"), ("mha_separate", "q_proj_weight"))
+
+
+def find_layers(source, tensors, prefix_filter):
+    """[(prefix, {field: (description, float32 array)})] for q_weight, k_weight, v_weight, q_bias, k_bias, v_bias,
+    out_weight, out_bias (those present)."""
+    kinds = {}
     for name in tensors:
-        m = re.match(r"(.*)in_proj_weight$", name)
-        if m:
-            p = m.group(1)
-            w = tensors[name]
-            if w.ndim != 2 or w.shape[0] != 3 * w.shape[1]:
-                raise ValueError(f"{name}: shape {w.shape}, expected (3E, E)")
-            e = w.shape[1]
-            layer = {"q_weight": w[:e], "k_weight": w[e:2 * e], "v_weight": w[2 * e:]}
-            b = tensors.get(p + "in_proj_bias")
-            if b is not None:
-                layer.update(q_bias=b[:e], k_bias=b[e:2 * e], v_bias=b[2 * e:])
-            if p + "out_proj.weight" in tensors:
-                layer["out_weight"] = tensors[p + "out_proj.weight"]
-                layer["out_bias"] = tensors.get(p + "out_proj.bias")
-            layers[p] = layer
-        m = re.match(r"(.*)q_proj\.weight$", name)
-        if m:
-            p = m.group(1)
-            layer = {}
-            for ours, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("out", "o_proj")):
-                if p + theirs + ".weight" not in tensors:
-                    if ours == "out":
-                        continue
-                    raise ValueError(f"{p}{theirs}.weight is missing (found {name})")
-                layer[ours + "_weight"] = tensors[p + theirs + ".weight"]
-                layer[ours + "_bias"] = tensors.get(p + theirs + ".bias")
-            layers[p] = layer
+        for kind, suffix in KINDS:
+            if name.endswith(suffix):
+                kinds.setdefault(name[:-len(suffix)], set()).add(kind)
     if prefix_filter is not None:
-        layers = {p: l for p, l in layers.items() if re.match(prefix_filter, p)}
-    return [(p, layers[p]) for p in sorted(layers, key=natural_key)]
+        kinds = {p: k for p, k in kinds.items() if re.match(prefix_filter, p)}
+
+    def get(name):
+        t = tensors.get(name)
+        if isinstance(t, Unusable):
+            raise ExportError(source, f"{shown(name)}: {t.reason}")
+        return t
+
+    layers = []
+    for p in sorted(kinds, key=natural_key):
+        kind = kinds[p]
+        if len(kind) > 1:
+            raise ExportError(source, f"layer {p!r} has tensors of two kinds of attention: "
+                                      f"{', '.join(s for k, s in KINDS if k in kind)}")
+        if "mha_separate" in kind:
+            raise ExportError(source, f"layer {p!r}: nn.MultiheadAttention with kdim or vdim other than "
+                                      "embed_dim (q_proj_weight, k_proj_weight, v_proj_weight) is not supported: "
+                                      "microattn's layer projects q, k and v from one input (--prefix can leave it "
+                                      "out)")
+        kind = kind.pop()
+        for extra, what in UNSUPPORTED.items():  # next to either kind of names: not to be ignored
+            if p + extra in tensors:
+                raise ExportError(source, f"{shown(p + extra)}: {what}, which microattn's layer does not compute "
+                                          "(--prefix can leave the layer out)")
+        layer = {}
+        if kind == "mha":
+            w = get(p + "in_proj_weight")
+            if w.ndim != 2 or w.shape[1] == 0 or w.shape[0] != 3 * w.shape[1]:
+                raise ExportError(source, f"{shown(p + 'in_proj_weight')} has shape {w.shape}, expected (3E, E) "
+                                          "with E >= 1")
+            e = w.shape[1]
+            for i, part in enumerate("qkv"):
+                layer[part + "_weight"] = (f"{shown(p + 'in_proj_weight')}[{i * e}:{(i + 1) * e}] ({part})",
+                                           w[i * e:(i + 1) * e])
+            b = get(p + "in_proj_bias")
+            if b is not None:
+                if b.shape != (3 * e,):
+                    raise ExportError(source, f"{shown(p + 'in_proj_bias')} has shape {b.shape}, expected "
+                                              f"({3 * e},)")
+                for i, part in enumerate("qkv"):
+                    layer[part + "_bias"] = (f"{shown(p + 'in_proj_bias')}[{i * e}:{(i + 1) * e}] ({part})",
+                                             b[i * e:(i + 1) * e])
+            out = "out_proj"
+        else:
+            for part, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj")):
+                w = get(p + theirs + ".weight")
+                if w is None:
+                    raise ExportError(source, f"{shown(p + theirs + '.weight')} is missing (found "
+                                              f"{shown(p + 'q_proj.weight')})")
+                layer[part + "_weight"] = (shown(p + theirs + ".weight"), w)
+                b = get(p + theirs + ".bias")
+                if b is not None:
+                    layer[part + "_bias"] = (shown(p + theirs + ".bias"), b)
+            out = "o_proj"
+        w, b = get(p + out + ".weight"), get(p + out + ".bias")
+        if b is not None and w is None:
+            raise ExportError(source, f"{shown(p + out + '.bias')} without {shown(p + out + '.weight')}")
+        if w is not None:
+            layer["out_weight"] = (shown(p + out + ".weight"), w)
+        if b is not None:
+            layer["out_bias"] = (shown(p + out + ".bias"), b)
+        layers.append((p, layer))
+    return layers
 
 
-def check_shapes(prefix, layer, heads, kv_heads):
-    """The model dimension and the number of key/value heads, after checking every shape against them."""
-    q = layer["q_weight"]
-    if q.ndim != 2 or q.shape[0] != q.shape[1]:
-        raise ValueError(f"{prefix}: q weight {q.shape}: microattn's layers need q_proj out = in = model dim")
+def check_shapes(source, prefix, layer, heads, kv_heads):
+    """The model dimension and the number of key/value heads, after checking every tensor against them."""
+    def fail(problem):
+        raise ExportError(source, f"layer {prefix!r}: {problem}")
+
+    def fail_tensor(label, problem):
+        raise ExportError(source, f"{label} {problem}")
+
+    qname, q = layer["q_weight"]
+    if q.ndim != 2 or q.shape[0] != q.shape[1] or q.shape[0] == 0:
+        fail_tensor(qname, f"has shape {q.shape}: microattn's layers need q_proj out = in = model dim >= 1")
     d = q.shape[1]
     if d % heads != 0:
-        raise ValueError(f"{prefix}: model dim {d} is not a multiple of --heads {heads}")
+        fail(f"model dim {d} is not a multiple of --heads {heads}")
     hd = d // heads
-    kv_dim = layer["k_weight"].shape[0]
+    kname, k = layer["k_weight"]
+    if k.ndim != 2 or k.shape[1] != d or k.shape[0] == 0:
+        fail_tensor(kname, f"has shape {k.shape}, expected (rows >= 1, {d})")
+    kv_dim = k.shape[0]
     if kv_dim % hd != 0:
-        raise ValueError(f"{prefix}: k weight has {kv_dim} rows, not a multiple of the head dim {hd}")
+        fail_tensor(kname, f"has {kv_dim} rows, not a multiple of the head dim {hd} (model dim {d} / --heads {heads})")
     derived = kv_dim // hd
     if kv_heads is not None and kv_heads != derived:
-        raise ValueError(f"{prefix}: --kv-heads {kv_heads}, but k has {derived} heads of {hd}")
+        fail(f"--kv-heads {kv_heads}, but k has {derived} heads of {hd}")
     if heads % derived != 0:
-        raise ValueError(f"{prefix}: {heads} heads are not a multiple of {derived} key/value heads")
-    want = {"k_weight": (kv_dim, d), "v_weight": (kv_dim, d), "q_bias": (d,), "k_bias": (kv_dim,),
-            "v_bias": (kv_dim,), "out_weight": (d, d), "out_bias": (d,)}
+        fail(f"{heads} heads are not a multiple of {derived} key/value heads")
+    want = {"v_weight": (kv_dim, d), "q_bias": (d,), "k_bias": (kv_dim,), "v_bias": (kv_dim,), "out_weight": (d, d),
+            "out_bias": (d,)}
     for key, shape in want.items():
-        t = layer.get(key)
-        if t is not None and tuple(t.shape) != shape:
-            raise ValueError(f"{prefix}: {key} has shape {tuple(t.shape)}, expected {shape}")
-        if t is not None and not np.all(np.isfinite(t)):
-            raise ValueError(f"{prefix}: {key} holds NaN or inf")
+        if key in layer and tuple(layer[key][1].shape) != shape:
+            fail_tensor(layer[key][0], f"has shape {tuple(layer[key][1].shape)}, expected {shape}")
+    for key in FIELDS:  # every number the header would hold
+        if key in layer and not np.all(np.isfinite(layer[key][1])):
+            bad = np.flatnonzero(~np.isfinite(layer[key][1]))
+            fail_tensor(layer[key][0], f"holds NaN or inf ({bad.size} value(s), the first at flat index {bad[0]})")
     return d, derived
 
 
@@ -145,17 +441,33 @@ FIELDS = ("q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "out
 
 def c_floats(values):
     flat = np.asarray(values, dtype=np.float32).ravel()
+    if not np.all(np.isfinite(flat)):  # check_shapes refuses these: never print nan.0f
+        raise AssertionError("non-finite value reached the header")
     # %.9g round-trips every float32
     items = [("%.9g" % float(v)) for v in flat]
     items = [s + ("f" if ("." in s or "e" in s) else ".0f") for s in items]
     return "\n".join("    " + ", ".join(items[i:i + 8]) + "," for i in range(0, len(items), 8))
 
 
-def write_header(path, name, source, layers, d, heads, kv_heads):
+def c_comment(text):
+    """text safe inside /* */ on one line: tensor and file names may hold anything."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text).replace("*/", "* /")
+
+
+def include_guard(path, macros):
+    """A C identifier from the output's file name: other characters become _, and no reserved __ or leading _,
+    no leading digit, none of the header's other macros."""
+    guard = re.sub(r"[^A-Za-z0-9]+", "_", os.path.basename(path)).strip("_").upper()
+    if not guard[:1].isalpha():
+        guard = "HEADER_" + guard if guard else "HEADER"
+    return guard + "_H" if guard in macros else guard
+
+
+def header_text(path, name, source, layers, d, heads, kv_heads):
     upper = name.upper()
-    guard = re.sub(r"\W", "_", os.path.basename(path)).upper()
+    guard = include_guard(path, {f"{upper}_{m}" for m in ("UNUSED", "MODEL_DIM", "HEADS", "KV_HEADS", "LAYERS")})
     out = [
-        f"/* Generated by scripts/export_weights.py from {os.path.basename(source)}: do not edit.",
+        f"/* Generated by scripts/export_weights.py from {c_comment(os.path.basename(source))}: do not edit.",
         f" * {len(layers)} attention layer(s): model dim {d}, {heads} heads, {kv_heads} key/value heads. Weights in",
         " * nn.Linear layout (out x in, row-major); the arrays have internal linkage: include this header in one",
         " * translation unit. */",
@@ -168,13 +480,13 @@ def write_header(path, name, source, layers, d, heads, kv_heads):
     ]
     refs = []
     for i, (prefix, layer) in enumerate(layers):
-        out.append(f"/* layer {i}: '{prefix}' */")
+        out.append(f"/* layer {i}: '{c_comment(prefix)}' */")
         row = []
         for field in FIELDS:
-            t = layer.get(field)
-            if t is None:
+            if field not in layer:
                 row.append("NULL")
                 continue
+            t = layer[field][1]
             ident = f"{name}_{i}_{field}"
             out.append(f"static const float {ident}[{t.size}] {upper}_UNUSED = {{")
             out.append(c_floats(t))
@@ -189,11 +501,69 @@ def write_header(path, name, source, layers, d, heads, kv_heads):
             f"static const microattn::LayerWeights {name}_weights[{upper}_LAYERS] {upper}_UNUSED = {{"]
     out += ["    {" + ", ".join("nullptr" if x == "NULL" else x for x in r) + "}," for r in refs]
     out += ["};", "#endif", "/* clang-format on */", "", f"#endif /* {guard} */", ""]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out))
+    return "\n".join(out)
+
+
+def write_atomically(path, text):
+    """Writes path whole or not at all: a failure leaves an existing file as it was. Otherwise as open(path, "w")
+    would: through a symbolic link, keeping an existing file's mode, not over a read-only file."""
+    target = os.path.realpath(path)
+    if os.path.isfile(target) and not os.access(target, os.W_OK):
+        raise ExportError(path, "cannot write it: it is read-only")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix="." + os.path.basename(target) + ".",
+                                   suffix=".tmp")
+    except OSError as e:
+        raise ExportError(path, f"cannot write it: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if os.path.isfile(target):
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)  # not mkstemp's 0600
+        os.replace(tmp, target)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise ExportError(path, f"cannot write it: {e.strerror or e}") from None
+        raise
+
+
+def export(args):
+    if args.input.endswith(".npz"):
+        tensors = read_npz(args.input)
+    else:
+        tensors = read_safetensors(args.input)
+    if args.list:
+        for n in sorted(tensors, key=natural_key):
+            t = tensors[n]
+            note = f"  ({t.what}: not usable as weights)" if isinstance(t, Unusable) else ""
+            print(f"{shown(n)}: {tuple(t.shape)}{note}")
+        for p, _ in find_layers(args.input, tensors, args.prefix):
+            print(f"layer {p!r}")
+        return
+    layers = find_layers(args.input, tensors, args.prefix)
+    if not layers:
+        raise ExportError(args.input, "no attention layer found (in_proj_weight or q_proj.weight names); try --list")
+    dims = {check_shapes(args.input, p, l, args.heads, args.kv_heads) for p, l in layers}
+    if len(dims) != 1:
+        raise ExportError(args.input, f"the layers differ in model dim or key/value heads: {sorted(dims)}")
+    (d, kv_heads), = dims
+    if os.path.exists(args.output) and os.path.samefile(args.input, args.output):
+        raise ExportError(args.output, "is the input: the header would replace the model")
+    write_atomically(args.output, header_text(args.output, args.name, args.input, layers, d, args.heads, kv_heads))
+    print(f"{args.output}: {len(layers)} layer(s), model dim {d}, {args.heads} heads, {kv_heads} key/value heads")
 
 
 def main(argv=None):
+    """Exit status: 0 written, 1 a problem with a file (one line on stderr, nothing written), 2 bad arguments."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("input", help=".safetensors or .npz state_dict")
@@ -204,33 +574,33 @@ def main(argv=None):
     ap.add_argument("--prefix", help="regular expression a layer's name prefix must match (re.match)")
     ap.add_argument("--list", action="store_true", help="print the tensors and the layers found, write nothing")
     args = ap.parse_args(argv)
-
-    if args.input.endswith(".npz"):
-        tensors = read_npz(args.input)
-    else:
-        tensors = read_safetensors(args.input)
-    layers = find_layers(tensors, args.prefix)
-    if args.list:
-        for n in sorted(tensors, key=natural_key):
-            print(f"{n}: {tuple(tensors[n].shape)}")
-        for p, _ in layers:
-            print(f"layer '{p}'")
-        return 0
-    if not layers:
-        sys.exit("export_weights.py: no attention layer found (in_proj_weight or q_proj.weight names); try --list")
-    if args.heads is None or args.heads < 1 or args.output is None or not re.match(r"^[A-Za-z_]\w*$", args.name):
-        sys.exit("export_weights.py: give --heads N, -o OUTPUT and a C identifier for --name")
-    dims = {check_shapes(p, l, args.heads, args.kv_heads) for p, l in layers}
-    if len(dims) != 1:
-        sys.exit(f"export_weights.py: the layers differ in model dim or key/value heads: {sorted(dims)}")
-    (d, kv_heads), = dims
-    write_header(args.output, args.name, args.input, layers, d, args.heads, kv_heads)
-    print(f"{args.output}: {len(layers)} layer(s), model dim {d}, {args.heads} heads, {kv_heads} key/value heads")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
+        ap.error(f"--name {args.name!r} is not a C identifier (ASCII letters, digits and _, not starting with a "
+                 "digit)")
+    if args.prefix is not None:
+        try:
+            re.compile(args.prefix)
+        except re.error as e:
+            ap.error(f"--prefix {args.prefix!r} is not a regular expression: {e}")
+    if not args.list:
+        if args.heads is None or args.output is None:
+            ap.error("give --heads N and -o OUTPUT (or --list)")
+        if args.heads < 1 or (args.kv_heads is not None and args.kv_heads < 1):
+            ap.error("--heads and --kv-heads must be at least 1")
+    try:
+        export(args)
+    except ExportError as e:
+        print(f"export_weights.py: {e}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"export_weights.py: {shown(args.input)}: not enough memory to read it", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (ValueError, KeyError, OSError) as e:
-        sys.exit(f"export_weights.py: {e}")
+    except Exception as e:  # a bug of this script, not of the file: still one line, and no header was written
+        sys.exit(f"export_weights.py: internal error, please report it with the input file: {type(e).__name__}: "
+                 f"{str(e).splitlines()[0] if str(e) else ''}")
