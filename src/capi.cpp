@@ -17,7 +17,7 @@ static_assert(static_cast<int>(ma::Status::workspace_too_small) == MICROATTN_WOR
 static_assert(static_cast<int>(ma::Status::aliasing) == MICROATTN_ALIASING, "status values differ");
 static_assert(static_cast<int>(ma::Status::misaligned) == MICROATTN_MISALIGNED, "status values differ");
 
-// The C macros repeat config.hpp's figures for C; whichever header came first defined them, so compare values.
+// The C macros and the C++ constants of the same figures, from their one source (config.h) or a formula each.
 static_assert(MICROATTN_ATTENTION_BLOCK_Q == ma::attention_block_q, "C and C++ attention tiles differ");
 static_assert(MICROATTN_ATTENTION_BLOCK_KV == ma::attention_block_kv, "C and C++ attention tiles differ");
 static_assert(MICROATTN_ATTENTION_MAX_HEAD_DIM == ma::attention_max_head_dim, "C and C++ head limits differ");

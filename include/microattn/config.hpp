@@ -8,12 +8,7 @@
 
 #include <cstddef>
 
-// Cortex-M (ARMv6-M/7-M/8-M/8.1-M): small tiles, no packing buffers.
-#if defined(__ARM_ARCH_PROFILE) && (__ARM_ARCH_PROFILE == 'M')
-#define MICROATTN_TARGET_MCU 1
-#else
-#define MICROATTN_TARGET_MCU 0
-#endif
+#include "microattn/config.h"  // MICROATTN_TARGET_MCU and the attention tiles, shared with the C API
 
 // matmul blocking on SIMD builds: b is packed MATMUL_BLOCK_K × MATMUL_BLOCK_N floats at a time, in a stack
 // buffer (4·K·N bytes: 12 KiB by default, one 32-wide panel of AVX-512, two of AVX2), which stays in L1 while
@@ -25,24 +20,6 @@
 #endif
 #ifndef MICROATTN_MATMUL_BLOCK_N
 #define MICROATTN_MATMUL_BLOCK_N 32
-#endif
-
-// Fused attention tiling: queries are processed ATTENTION_BLOCK_Q at a time (they sit in the vector lanes,
-// so it is a multiple of every vector width: 32 = 2 AVX-512, 4 AVX2, 8 SSE/NEON vectors), keys
-// ATTENTION_BLOCK_KV at a time. Cortex-M (scalar, RAM-bound) uses 4 × 16.
-#ifndef MICROATTN_ATTENTION_BLOCK_Q
-#if MICROATTN_TARGET_MCU
-#define MICROATTN_ATTENTION_BLOCK_Q 4
-#else
-#define MICROATTN_ATTENTION_BLOCK_Q 32
-#endif
-#endif
-#ifndef MICROATTN_ATTENTION_BLOCK_KV
-#if MICROATTN_TARGET_MCU
-#define MICROATTN_ATTENTION_BLOCK_KV 16
-#else
-#define MICROATTN_ATTENTION_BLOCK_KV 64
-#endif
 #endif
 
 namespace microattn {

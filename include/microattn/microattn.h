@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 
+#include "microattn/config.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,7 +56,7 @@ const char* microattn_status_string(microattn_status s);
 
 /* "major.minor.patch" of the library linked. */
 const char* microattn_version(void);
-/* Kernel instruction set ("avx512bw", "fma3+avx2", "sse2", "neon64", "neon", "scalar") and matmul micro-kernel
+/* Kernel instruction set ("avx512bw", "fma3+avx2", "sse2", "neon64", "neon", "helium", "scalar") and matmul micro-kernel
  * ("gemm_8x32_avx512", ..., "gemm_4x4_scalar") the library was built with. */
 const char* microattn_simd_arch(void);
 const char* microattn_matmul_kernel_name(void);
@@ -62,14 +64,16 @@ const char* microattn_matmul_kernel_name(void);
 /* ---- matmul, softmax, exp --------------------------------------------------------------------------- */
 
 /* c = a·b (a: m×k, b: k×n) or, with transpose_b != 0, c = a·bᵀ (b: n×k, the nn.Linear weight layout).
- * c is m×n and overwritten. Errors: NULL_POINTER, INVALID_SHAPE, ALIASING (c shares an element with a or b). */
+ * c is m×n and overwritten. Errors: NULL_POINTER, MISALIGNED, INVALID_SHAPE, ALIASING (c shares an element with a
+ * or b). */
 microattn_status microattn_matmul(microattn_cview a, microattn_cview b, microattn_view c, int transpose_b);
 
 /* Every row of x becomes its softmax, in place. -inf entries give 0, a row of only -inf gives zeros; NaN or
- * +inf in a row makes that row NaN. Errors: NULL_POINTER, INVALID_SHAPE. */
+ * +inf in a row makes that row NaN. Errors: NULL_POINTER, MISALIGNED, INVALID_SHAPE. */
 microattn_status microattn_softmax_rows(microattn_view x);
 
-/* y[i] = e^x[i] for i < n; x == y is fine (in place), partial overlap is ALIASING; n == 0 is OK.
+/* y[i] = e^x[i] for i < n; x == y is fine (in place), partial overlap is ALIASING; n == 0 is OK. Errors:
+ * NULL_POINTER (x or y with n > 0), MISALIGNED, ALIASING.
  * At most MICROATTN_EXP_MAX_ULP ULP from the correctly rounded result for normal results. */
 microattn_status microattn_exp_elements(const float* x, float* y, size_t n);
 #define MICROATTN_EXP_MAX_ULP 1.5f
@@ -91,22 +95,8 @@ typedef struct {
   size_t window;
 } microattn_attention_options;
 
-/* The attention tiles of the target (C++: microattn::attention_block_q / _kv in config.hpp). The defaults
- * follow the target alone; override with -D for the library and its users alike. */
-#ifndef MICROATTN_ATTENTION_BLOCK_Q
-#if defined(__ARM_ARCH_PROFILE) && (__ARM_ARCH_PROFILE == 'M')
-#define MICROATTN_ATTENTION_BLOCK_Q 4
-#else
-#define MICROATTN_ATTENTION_BLOCK_Q 32
-#endif
-#endif
-#ifndef MICROATTN_ATTENTION_BLOCK_KV
-#if defined(__ARM_ARCH_PROFILE) && (__ARM_ARCH_PROFILE == 'M')
-#define MICROATTN_ATTENTION_BLOCK_KV 16
-#else
-#define MICROATTN_ATTENTION_BLOCK_KV 64
-#endif
-#endif
+/* The attention tiles of the target, MICROATTN_ATTENTION_BLOCK_Q and _KV: microattn/config.h (C++:
+ * microattn::attention_block_q / _kv). */
 
 /* Largest head size (d_k, d_v) attention takes. */
 #define MICROATTN_ATTENTION_MAX_HEAD_DIM 65536u
@@ -119,9 +109,9 @@ size_t microattn_attention_workspace_floats(size_t d_k, size_t d_v);
 
 /* out (n_q × d_v) = softmax(q·kᵀ·scale + mask)·v; q: n_q × d_k, k: n_kv × d_k, v: n_kv × d_v. options NULL:
  * the defaults. A query that sees no key gets zeros. Errors (nothing written to out or the workspace):
- *   NULL_POINTER (q, k, v, out or workspace), INVALID_SHAPE, WORKSPACE_TOO_SMALL
- *   (workspace_floats < microattn_attention_workspace_floats(d_k, d_v)), ALIASING (out or the workspace
- *   overlaps an input, or each other). */
+ *   NULL_POINTER (q, k, v, out or workspace), MISALIGNED (any of them or the mask), INVALID_SHAPE,
+ *   WORKSPACE_TOO_SMALL (workspace_floats < microattn_attention_workspace_floats(d_k, d_v)), ALIASING (out or
+ *   the workspace overlaps an input, or each other). */
 microattn_status microattn_attention(microattn_cview q, microattn_cview k, microattn_cview v, microattn_view out,
                                      float* workspace, size_t workspace_floats,
                                      const microattn_attention_options* options);
