@@ -104,7 +104,7 @@ bool overlaps_weights(const float* buffer, std::size_t floats, const microattn_l
   return false;
 }
 
-bool aligned(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0; }
+std::uintptr_t bits(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
 ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
   ma::LayerConfig r;
@@ -121,7 +121,10 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
                             const microattn_layer_config* config, float* cache, std::size_t cache_given, float* scratch,
                             std::size_t scratch_given, bool shared) noexcept {
   if (layer == nullptr || weights == nullptr || cache == nullptr || scratch == nullptr) return MICROATTN_NULL_POINTER;
-  if (weights->q_weight == nullptr || weights->k_weight == nullptr || weights->v_weight == nullptr)
+  const microattn_layer_weights& w = *weights;
+  // The weight checks of layer_prepare, with its statuses, made once here: a layer init accepted never fails on them.
+  if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr ||
+      (w.out_bias != nullptr && w.out_weight == nullptr))
     return MICROATTN_NULL_POINTER;
   const std::size_t cache_needed = cache_floats(max_seq, model_dim, heads, kv_heads);
   const std::size_t scratch_needed = scratch_floats(model_dim, heads);
@@ -134,10 +137,14 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   if (!ma::detail::config_ok(cpp(c), hd)) return MICROATTN_INVALID_SHAPE;
   if (shared ? cache_given < cache_needed || scratch_given < scratch_needed : cache_given < buffer_needed)
     return MICROATTN_WORKSPACE_TOO_SMALL;
-  if (!aligned(cache) || !aligned(scratch)) return MICROATTN_MISALIGNED;
+  // Every block, weight and bias pointer in one test of their ORed addresses (less flash than ten tests; null
+  // counts as aligned, as in layer_prepare).
+  const std::uintptr_t any = bits(cache) | bits(scratch) | bits(w.q_weight) | bits(w.k_weight) | bits(w.v_weight) |
+                             bits(w.q_bias) | bits(w.k_bias) | bits(w.v_bias) | bits(w.out_weight) | bits(w.out_bias);
+  if (any % alignof(float) != 0) return MICROATTN_MISALIGNED;
   const std::size_t kv_dim = kv_heads * hd;
-  if (overlaps_weights(cache, shared ? cache_needed : buffer_needed, *weights, model_dim, kv_dim) ||
-      (shared && (overlaps_weights(scratch, scratch_needed, *weights, model_dim, kv_dim) ||
+  if (overlaps_weights(cache, shared ? cache_needed : buffer_needed, w, model_dim, kv_dim) ||
+      (shared && (overlaps_weights(scratch, scratch_needed, w, model_dim, kv_dim) ||
                   ma::detail::ranges_overlap(cache, cache_needed, scratch, scratch_needed))))
     return MICROATTN_ALIASING;
   microattn_layer l{};
@@ -146,7 +153,7 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   l.heads = heads;
   l.kv_heads = kv_heads;
   l.head_dim = hd;
-  l.weights = *weights;
+  l.weights = w;
   l.config = c;
   l.cache = cache;
   l.cache_floats = cache_needed;

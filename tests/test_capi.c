@@ -875,6 +875,128 @@ static void test_layer_shared_scratch(void) {
         "query in the shared scratch");
 }
 
+/* Init checks every weight and bias pointer once, with the status the layer's calls return for it (a null q/k/v
+ * weight or an out_bias without out_weight: NULL_POINTER; a weight or bias not aligned to float: MISALIGNED), and
+ * writes nothing on error; a layer it accepted works. All three inits, every weight and bias, 1, 2 and 3 bytes. */
+static float cache_copy[sizeof cache_1 / sizeof cache_1[0]],
+    scratch_copy[sizeof shared_scratch / sizeof shared_scratch[0]];
+static microattn_status init_with(int entry, microattn_layer* layer, const microattn_layer_weights* w) {
+  if (entry == 0)
+    return microattn_layer_init(layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, layer_buffer,
+                                sizeof layer_buffer / sizeof layer_buffer[0]);
+  if (entry == 1)
+    return microattn_layer_init_config(layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, NULL, layer_buffer,
+                                       sizeof layer_buffer / sizeof layer_buffer[0]);
+  return microattn_layer_init_shared(layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, NULL, cache_1,
+                                     sizeof cache_1 / sizeof cache_1[0], shared_scratch,
+                                     sizeof shared_scratch / sizeof shared_scratch[0]);
+}
+/* Canaries in the layer struct and the caller's blocks; whether they are all still there. */
+static microattn_layer init_canary;
+static void init_canaries(microattn_layer* layer) {
+  const float c = canary();
+  size_t i;
+  memset(layer, 0xa5, sizeof *layer);
+  init_canary = *layer;
+  for (i = 0; i < sizeof layer_buffer / sizeof layer_buffer[0]; ++i) layer_buffer[i] = c;
+  for (i = 0; i < sizeof cache_1 / sizeof cache_1[0]; ++i) cache_1[i] = c;
+  for (i = 0; i < sizeof shared_scratch / sizeof shared_scratch[0]; ++i) shared_scratch[i] = c;
+  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
+  memcpy(cache_copy, cache_1, sizeof cache_1);
+  memcpy(scratch_copy, shared_scratch, sizeof shared_scratch);
+}
+static int init_wrote_nothing(const microattn_layer* layer) {
+  return memcmp(layer, &init_canary, sizeof *layer) == 0 &&
+         memcmp(buffer_copy, layer_buffer, sizeof layer_buffer) == 0 &&
+         memcmp(cache_copy, cache_1, sizeof cache_1) == 0 &&
+         memcmp(scratch_copy, shared_scratch, sizeof shared_scratch) == 0;
+}
+/* An initialised layer: forward matches the reference (for the full weights), and an append succeeds. */
+static int layer_works(microattn_layer* layer, int full_weights) {
+  static float x[3 * L_DIM];
+  static double want[3 * L_DIM];
+  microattn_view y;
+  int ok;
+  fill(x, 3 * L_DIM, 1.0f);
+  arena_reset();
+  y = arena_view(1, 3, L_DIM, 2);
+  ok = microattn_layer_forward(layer, cview(x, 3, L_DIM, L_DIM), y, NULL) == MICROATTN_OK && canaries_intact(y);
+  if (ok && full_weights) {
+    ref_layer(x, 3, x, 3, 0, want);
+    ok = layer_matches(y, want, 3);
+  }
+  return ok &&
+         microattn_layer_append(layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) == MICROATTN_OK &&
+         layer->cached == 4;
+}
+static void test_layer_init_weights(void) {
+  static const char* const names[] = {"q_weight", "k_weight", "v_weight",   "q_bias",
+                                      "k_bias",   "v_bias",   "out_weight", "out_bias"};
+  microattn_layer_weights w;
+  microattn_layer layer;
+  const float** slots[8];
+  int entry, slot;
+  size_t k;
+  slots[0] = &w.q_weight;
+  slots[1] = &w.k_weight;
+  slots[2] = &w.v_weight;
+  slots[3] = &w.q_bias;
+  slots[4] = &w.k_bias;
+  slots[5] = &w.v_bias;
+  slots[6] = &w.out_weight;
+  slots[7] = &w.out_bias;
+  for (entry = 0; entry < 3; ++entry) {
+    for (slot = 0; slot < 8; ++slot)
+      for (k = 0; k < 4; ++k) { /* k = 0: aligned, the control */
+        w = all_weights();
+        *slots[slot] = (const float*)(const void*)((const char*)*slots[slot] + k);
+        init_canaries(&layer);
+        if (k == 0)
+          CHECK(init_with(entry, &layer, &w) == MICROATTN_OK && layer_works(&layer, 1), "init %d, all weights", entry);
+        else
+          CHECK(init_with(entry, &layer, &w) == MICROATTN_MISALIGNED && init_wrote_nothing(&layer),
+                "init %d: %s misaligned by %u bytes", entry, names[slot], (unsigned)k);
+      }
+    for (slot = 0; slot < 3; ++slot) {
+      w = all_weights();
+      *slots[slot] = NULL;
+      init_canaries(&layer);
+      CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer), "init %d: %s null",
+            entry, names[slot]);
+    }
+    w = all_weights();
+    w.out_weight = NULL;
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer),
+          "init %d: out_bias without out_weight", entry);
+    /* null before misaligned, as in the layer's calls */
+    w.q_bias = (const float*)(const void*)((const char*)bq + 2);
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer),
+          "init %d: out_bias without out_weight, q_bias misaligned", entry);
+    w = all_weights();
+    w.q_weight = NULL;
+    w.k_weight = (const float*)(const void*)((const char*)wk + 1);
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer),
+          "init %d: q_weight null, k_weight misaligned", entry);
+    /* optional arrays left out: accepted, and the layer works */
+    w = all_weights();
+    w.out_bias = NULL;
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_OK && layer_works(&layer, 0), "init %d: out_weight, no out_bias",
+          entry);
+    w.out_weight = NULL;
+    w.q_bias = w.k_bias = w.v_bias = NULL;
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_OK && layer_works(&layer, 0), "init %d: q/k/v weights only", entry);
+  }
+  /* misaligned before aliasing (the documented order): a misaligned bias and a buffer over a weight */
+  w = all_weights();
+  w.v_bias = (const float*)(const void*)((const char*)bv + 3);
+  CHECK(microattn_layer_init(&layer, 1, 2, 1, 1, &w, wo, 100000) == MICROATTN_MISALIGNED, "misaligned before aliasing");
+}
+
 /* Every error of the decoding calls: the status, and nothing written (y, the cache, cached, position). */
 static void test_layer_decode_errors(void) {
   const microattn_layer_weights w = all_weights();
@@ -1067,6 +1189,7 @@ int main(void) {
   test_layer_window();
   test_layer_attend();
   test_layer_shared_scratch();
+  test_layer_init_weights();
   test_layer_decode_errors();
   printf("microattn %s C API (%s, %s): %d checks, %d failed\n", microattn_version(), microattn_simd_arch(),
          microattn_matmul_kernel_name(), checks, failures);

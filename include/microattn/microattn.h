@@ -201,10 +201,12 @@ size_t microattn_layer_scratch_floats(size_t model_dim, size_t heads);
 size_t microattn_layer_buffer_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads);
 
 /* Sets *layer up over `buffer` (at least microattn_layer_buffer_floats(...) floats, aligned to float, contents
- * irrelevant), with the default configuration; the cache starts empty. Errors (*layer untouched), in this order:
- * NULL_POINTER (layer, weights, q/k/v weight, buffer), INVALID_SHAPE (as microattn_layer_buffer_floats returning
- * 0), WORKSPACE_TOO_SMALL (buffer_floats too small), MISALIGNED (buffer not aligned to float), ALIASING (the
- * buffer overlaps a weight or bias array). */
+ * irrelevant), with the default configuration; the cache starts empty. Init writes only *layer, and only on
+ * success. Errors (*layer and the buffer untouched), in this order: NULL_POINTER (layer, weights, q/k/v weight,
+ * buffer, or an out_bias without out_weight), INVALID_SHAPE (as microattn_layer_buffer_floats returning 0),
+ * WORKSPACE_TOO_SMALL (buffer_floats too small), MISALIGNED (the buffer or any weight or bias not aligned to
+ * float), ALIASING (the buffer overlaps a weight or bias array). The weights get the checks, and the statuses, of
+ * the C++ layer's every call, once: a layer that init accepted never fails on its weights. */
 microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
                                       size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
                                       size_t buffer_floats);
