@@ -679,4 +679,32 @@ TEST(BadInput, CApiInitRejectsTheWeightsTheLayerRejects) {
   EXPECT_EQ(microattn_layer_append(&layer, {l.x.data(), 1, 64, 64}, {l.y.data(), 1, 64, 64}, nullptr), MICROATTN_OK);
 }
 
+TEST(BadInput, CApiSizesAreZeroWhereTheTemplateDoesNotCompile) {
+  // microattn_layer_buffer_floats returns 0 exactly for the shapes whose MultiHeadAttention<...> fails its
+  // static_asserts: the buffer's bytes past PTRDIFF_MAX (4·(SIZE_MAX / 8) floats of K/V fit a size_t, not its
+  // bytes). The boundary from the formula: (PTRDIFF_MAX / 4 − scratch) / (2·kv_dim) rows.
+  constexpr std::size_t max_floats = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
+  const struct { std::size_t dim, heads, kv_heads; } shapes[] = {{1, 1, 1}, {2, 1, 1}, {64, 4, 2}, {48, 6, 3}};
+  for (const auto& sh : shapes) {
+    const std::size_t kv_dim = sh.kv_heads * (sh.dim / sh.heads);
+    const std::size_t last = (max_floats - ma::layer_scratch_floats(sh.dim, sh.heads)) / (2 * kv_dim);
+    for (std::size_t seq : {last - 1, last, last + 1}) {
+      SCOPED_TRACE(testing::Message() << sh.dim << "/" << sh.heads << "/" << sh.kv_heads << " max_seq " << seq);
+      const bool compiles = ma::detail::layer_kv_fits(seq, sh.dim, sh.heads, sh.kv_heads) &&
+                            ma::detail::layer_tiles_fit(sh.dim) &&
+                            ma::detail::layer_bytes_fit(seq, sh.dim, sh.heads, sh.kv_heads);
+      EXPECT_EQ(compiles, seq <= last);
+      EXPECT_EQ(microattn_layer_buffer_floats(seq, sh.dim, sh.heads, sh.kv_heads),
+                compiles ? ma::layer_cache_floats(seq, sh.dim, sh.heads, sh.kv_heads) +
+                               ma::layer_scratch_floats(sh.dim, sh.heads)
+                         : 0);
+    }
+  }
+  EXPECT_EQ(microattn_layer_buffer_floats(SIZE_MAX / 8, 2, 1, 1), 0u);
+  EXPECT_FALSE(ma::detail::layer_bytes_fit(SIZE_MAX / 8, 2, 1, 1));
+  // Where C++'s attention_workspace_floats saturates at SIZE_MAX, the C function returns 0 like the others.
+  EXPECT_EQ(ma::attention_workspace_floats(SIZE_MAX, 0), SIZE_MAX);
+  EXPECT_EQ(microattn_attention_workspace_floats(SIZE_MAX, 0), 0u);
+}
+
 }  // namespace

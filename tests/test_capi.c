@@ -4,6 +4,7 @@
 #include <microattn/microattn.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +132,61 @@ static void test_size_formulas(void) {
   CHECK(microattn_layer_buffer_floats(8, 30, 4, 4) == 0, "model_dim %% heads");
   CHECK(microattn_layer_buffer_floats(8, 64, 4, 3) == 0, "heads %% kv_heads");
   CHECK(microattn_layer_buffer_floats((size_t)-1 / 4, 64, 1, 1) == 0, "overflow");
+}
+
+/* Every size function returns 0 exactly when the block's size in bytes would exceed PTRDIFF_MAX (the largest
+ * object; a float count past SIZE_MAX included): just below the limit the formula, just past it 0. The boundaries
+ * come from the documented formulas, not from the library. */
+static void test_size_limits(void) {
+  static const size_t shapes[][3] = {{1, 1, 1}, {2, 1, 1}, {64, 4, 2}, {48, 6, 3}, {64, 1, 1}}; /* dim, heads, kv */
+  static const size_t head_dims[] = {1, 64};
+  const size_t max_floats = (size_t)PTRDIFF_MAX / sizeof(float);
+  const size_t bq = MICROATTN_ATTENTION_BLOCK_Q, fixed = MICROATTN_ATTENTION_BLOCK_KV + 3u;
+  size_t i;
+  for (i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    const size_t dim = shapes[i][0], heads = shapes[i][1], kv = shapes[i][2], hd = dim / heads, kv_dim = kv * hd;
+    const size_t scratch = 2u * bq * dim + bq * (2u * hd + fixed) + 16u;
+    const size_t seq_cache = max_floats / (2u * kv_dim), seq_buffer = (max_floats - scratch) / (2u * kv_dim);
+    CHECK(microattn_layer_cache_floats(seq_cache, dim, heads, kv) == 2u * seq_cache * kv_dim, "cache at the limit, %u",
+          (unsigned)i);
+    CHECK(microattn_layer_cache_floats(seq_cache + 1, dim, heads, kv) == 0, "cache past the limit, %u", (unsigned)i);
+    CHECK(microattn_layer_buffer_floats(seq_buffer, dim, heads, kv) == 2u * seq_buffer * kv_dim + scratch,
+          "buffer at the limit, %u", (unsigned)i);
+    CHECK(microattn_layer_buffer_floats(seq_buffer + 1, dim, heads, kv) == 0, "buffer past the limit, %u", (unsigned)i);
+  }
+  for (i = 0; i < sizeof head_dims / sizeof head_dims[0]; ++i) {
+    /* scratch: 2·Bq·heads·hd + Bq·(2·hd + Bkv + 3) + 16, growing with the number of heads */
+    const size_t hd = head_dims[i], rest = bq * (2u * hd + fixed) + 16u;
+    const size_t heads = (max_floats - rest) / (2u * bq * hd);
+    CHECK(microattn_layer_scratch_floats(heads * hd, heads) == 2u * bq * hd * heads + rest,
+          "scratch at the limit, head_dim %u", (unsigned)hd);
+    CHECK(microattn_layer_scratch_floats((heads + 1) * hd, heads + 1) == 0, "scratch past the limit, head_dim %u",
+          (unsigned)hd);
+  }
+  {
+    /* a buffer that is mostly scratch: max_seq 1, model_dim = heads = kv_heads, 2·dim + 2·Bq·dim + Bq·(2 + Bkv + 3)
+     * + 16 */
+    const size_t rest = bq * (2u + fixed) + 16u, dim = (max_floats - rest) / (2u + 2u * bq);
+    CHECK(microattn_layer_buffer_floats(1, dim, dim, dim) == (2u + 2u * bq) * dim + rest, "scratch-heavy buffer");
+    CHECK(microattn_layer_buffer_floats(1, dim + 1, dim + 1, dim + 1) == 0, "scratch-heavy buffer past the limit");
+  }
+  {
+    /* attention: Bq·(d_k + d_v + Bkv + 3) + 16 */
+    const size_t d = (max_floats - 16u) / bq - fixed;
+    CHECK(microattn_attention_workspace_floats(d, 0) == bq * (d + fixed) + 16u &&
+              microattn_attention_workspace_floats(0, d) == bq * (d + fixed) + 16u,
+          "workspace at the limit");
+    CHECK(microattn_attention_workspace_floats(d + 1, 0) == 0 && microattn_attention_workspace_floats(0, d + 1) == 0 &&
+              microattn_attention_workspace_floats(d / 2 + 1, d / 2 + 1) == 0,
+          "workspace past the limit");
+    CHECK(microattn_attention_workspace_floats((size_t)-1, 0) == 0 &&
+              microattn_attention_workspace_floats((size_t)-1, (size_t)-1) == 0,
+          "workspace past SIZE_MAX");
+  }
+  /* 4·(SIZE_MAX / 8) floats of K/V: a count that fits size_t, bytes that do not */
+  CHECK(microattn_layer_buffer_floats((size_t)-1 / 8, 2, 1, 1) == 0 &&
+            microattn_layer_cache_floats((size_t)-1 / 8, 2, 1, 1) == 0,
+        "K/V bytes past size_t");
 }
 
 static void test_matmul(void) {
@@ -1180,6 +1236,7 @@ static void test_layer_decode_errors(void) {
 int main(void) {
   test_strings_and_build();
   test_size_formulas();
+  test_size_limits();
   test_matmul();
   test_softmax_and_exp();
   test_attention();
