@@ -53,12 +53,9 @@ ma::AttentionOptions cpp(const microattn_attention_options* o) noexcept {
   return r;
 }
 
-// a·b + c without wrapping; false on overflow.
-bool mul_add(std::size_t a, std::size_t b, std::size_t c, std::size_t& out) noexcept {
-  if (b != 0 && a > (SIZE_MAX - c) / b) return false;
-  out = a * b + c;
-  return true;
-}
+// The most floats a block may hold: its bytes must fit a ptrdiff_t (the largest object, as detail::layer_bytes_fit
+// requires of a C++ layer), not merely a size_t. The blocks need float alignment only, so no padding adds bytes.
+constexpr std::size_t max_floats = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
 
 // A valid layer shape: non-zero sizes, model_dim % heads == 0, heads % kv_heads == 0, a head dim attention takes.
 bool layer_shape_ok(std::size_t model_dim, std::size_t heads, std::size_t kv_heads) noexcept {
@@ -67,29 +64,25 @@ bool layer_shape_ok(std::size_t model_dim, std::size_t heads, std::size_t kv_hea
   return model_dim / heads <= ma::attention_max_head_dim;
 }
 
-// layer_cache_floats and layer_scratch_floats with overflow checks; 0 for an invalid shape or an overflow.
+// layer_cache_floats and layer_scratch_floats, 0 for an invalid shape or past max_floats. Each bound is checked
+// by one division before the product is formed, so nothing wraps.
 std::size_t cache_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads, std::size_t kv_heads) noexcept {
   if (max_seq == 0 || !layer_shape_ok(model_dim, heads, kv_heads)) return 0;
-  std::size_t kv = 0;
-  if (!mul_add(max_seq, kv_heads * (model_dim / heads), 0, kv) || !mul_add(kv, 2, 0, kv)) return 0;
-  return kv;
+  const std::size_t kv_dim = kv_heads * (model_dim / heads);  // >= 1, <= model_dim
+  return max_seq <= max_floats / 2 / kv_dim ? 2 * max_seq * kv_dim : 0;
 }
 std::size_t scratch_floats(std::size_t model_dim, std::size_t heads) noexcept {
   if (!layer_shape_ok(model_dim, heads, 1)) return 0;
   const std::size_t hd = model_dim / heads;
-  std::size_t tiles = 0, total = 0;
-  if (!mul_add(ma::detail::layer_block_q, model_dim, 0, tiles) || !mul_add(tiles, 2, 0, tiles)) return 0;
-  const std::size_t ws = ma::attention_workspace_floats(hd, hd);  // hd is bounded: no overflow
-  if (!mul_add(tiles, 1, ws, total)) return 0;
-  return total;
+  const std::size_t ws = ma::attention_workspace_floats(hd, hd);  // hd <= attention_max_head_dim: far below the limit
+  constexpr std::size_t per_row = 2 * ma::detail::layer_block_q;  // Q and the heads of one query tile
+  return model_dim <= (max_floats - ws) / per_row ? per_row * model_dim + ws : 0;
 }
 std::size_t buffer_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                           std::size_t kv_heads) noexcept {
   const std::size_t kv = cache_floats(max_seq, model_dim, heads, kv_heads);
   const std::size_t scratch = kv == 0 ? 0 : scratch_floats(model_dim, heads);
-  std::size_t total = 0;
-  if (scratch == 0 || !mul_add(kv, 1, scratch, total)) return 0;
-  return total;
+  return scratch != 0 && kv <= max_floats - scratch ? kv + scratch : 0;
 }
 
 bool overlaps_weights(const float* buffer, std::size_t floats, const microattn_layer_weights& w, std::size_t d,
@@ -104,7 +97,7 @@ bool overlaps_weights(const float* buffer, std::size_t floats, const microattn_l
   return false;
 }
 
-bool aligned(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0; }
+std::uintptr_t bits(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
 ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
   ma::LayerConfig r;
@@ -121,7 +114,10 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
                             const microattn_layer_config* config, float* cache, std::size_t cache_given, float* scratch,
                             std::size_t scratch_given, bool shared) noexcept {
   if (layer == nullptr || weights == nullptr || cache == nullptr || scratch == nullptr) return MICROATTN_NULL_POINTER;
-  if (weights->q_weight == nullptr || weights->k_weight == nullptr || weights->v_weight == nullptr)
+  const microattn_layer_weights& w = *weights;
+  // The weight checks of layer_prepare, with its statuses, made once here: a layer init accepted never fails on them.
+  if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr ||
+      (w.out_bias != nullptr && w.out_weight == nullptr))
     return MICROATTN_NULL_POINTER;
   const std::size_t cache_needed = cache_floats(max_seq, model_dim, heads, kv_heads);
   const std::size_t scratch_needed = scratch_floats(model_dim, heads);
@@ -134,10 +130,14 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   if (!ma::detail::config_ok(cpp(c), hd)) return MICROATTN_INVALID_SHAPE;
   if (shared ? cache_given < cache_needed || scratch_given < scratch_needed : cache_given < buffer_needed)
     return MICROATTN_WORKSPACE_TOO_SMALL;
-  if (!aligned(cache) || !aligned(scratch)) return MICROATTN_MISALIGNED;
+  // Every block, weight and bias pointer in one test of their ORed addresses (less flash than ten tests; null
+  // counts as aligned, as in layer_prepare).
+  const std::uintptr_t any = bits(cache) | bits(scratch) | bits(w.q_weight) | bits(w.k_weight) | bits(w.v_weight) |
+                             bits(w.q_bias) | bits(w.k_bias) | bits(w.v_bias) | bits(w.out_weight) | bits(w.out_bias);
+  if (any % alignof(float) != 0) return MICROATTN_MISALIGNED;
   const std::size_t kv_dim = kv_heads * hd;
-  if (overlaps_weights(cache, shared ? cache_needed : buffer_needed, *weights, model_dim, kv_dim) ||
-      (shared && (overlaps_weights(scratch, scratch_needed, *weights, model_dim, kv_dim) ||
+  if (overlaps_weights(cache, shared ? cache_needed : buffer_needed, w, model_dim, kv_dim) ||
+      (shared && (overlaps_weights(scratch, scratch_needed, w, model_dim, kv_dim) ||
                   ma::detail::ranges_overlap(cache, cache_needed, scratch, scratch_needed))))
     return MICROATTN_ALIASING;
   microattn_layer l{};
@@ -146,7 +146,7 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   l.heads = heads;
   l.kv_heads = kv_heads;
   l.head_dim = hd;
-  l.weights = *weights;
+  l.weights = w;
   l.config = c;
   l.cache = cache;
   l.cache_floats = cache_needed;
@@ -242,7 +242,10 @@ microattn_status microattn_softmax_rows(microattn_view x) { return c(ma::softmax
 
 microattn_status microattn_exp_elements(const float* x, float* y, size_t n) { return c(ma::exp_elements(x, y, n)); }
 
-size_t microattn_attention_workspace_floats(size_t d_k, size_t d_v) { return ma::attention_workspace_floats(d_k, d_v); }
+size_t microattn_attention_workspace_floats(size_t d_k, size_t d_v) {
+  const std::size_t n = ma::attention_workspace_floats(d_k, d_v);  // SIZE_MAX where the formula passes it
+  return n <= max_floats ? n : 0;  // 0, as the layer functions, for a block no object can be
+}
 
 microattn_status microattn_attention(microattn_cview q, microattn_cview k, microattn_cview v, microattn_view out,
                                      float* workspace, size_t workspace_floats,

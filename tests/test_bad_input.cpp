@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "microattn/microattn.h"
 #include "test_support.hpp"
 
 namespace ma = microattn;
@@ -623,6 +625,86 @@ TEST(BadInput, AppendAndAttendOverlaps) {
   // In place is fine: y exactly x (append) or exactly the query (attend).
   EXPECT_EQ(l.layer.attend(l.y10, {l.y.data(), 10, 64, 64}), S::ok);
   EXPECT_EQ(l.layer.append({l.x.data(), 1, 64, 64}, {l.x.data(), 1, 64, 64}), S::ok);
+}
+
+// ---- the C API's layer init and size functions -----------------------------------------------------------------
+
+TEST(BadInput, CApiInitRejectsTheWeightsTheLayerRejects) {
+  // microattn_layer_init checks the weights once, returning the status MultiHeadAttention::forward returns for
+  // them on every call, and writes nothing on error (neither *layer nor the buffer): a C layer that init accepted
+  // never fails on its weights.
+  LayerArgs l;
+  std::vector<float> buffer(MICROATTN_LAYER_BUFFER_FLOATS(64, 64, 4, 4), 0.5f);
+  const std::vector<float> buffer_before = buffer;
+  microattn_layer layer, before;  // canaries: 0xa5 bytes
+  std::memset(&before, 0xa5, sizeof before);
+  const Untouched t{&l.y};
+  auto init = [&](const ma::LayerWeights& w) {
+    const microattn_layer_weights c{w.q_weight, w.k_weight, w.v_weight,   w.q_bias,
+                                    w.k_bias,   w.v_bias,   w.out_weight, w.out_bias};
+    return static_cast<S>(microattn_layer_init(&layer, 64, 64, 4, 4, &c, buffer.data(), buffer.size()));
+  };
+  auto expect_same = [&](const ma::LayerWeights& w, S want, const char* what) {
+    ma::MultiHeadAttention<64, 64, 4> cpp{w};
+    t.expect(cpp.forward(l.x10, l.y10), want, what);
+    std::memcpy(&layer, &before, sizeof layer);
+    const S got = init(w);
+    EXPECT_EQ(got, want) << what << ": init returned " << ma::to_string(got);
+    EXPECT_EQ(std::memcmp(&layer, &before, sizeof layer), 0) << what << ": init wrote the layer";
+    EXPECT_EQ(buffer, buffer_before) << what << ": init wrote the buffer";
+  };
+  for (std::size_t off : byte_offsets) {
+    SCOPED_TRACE(off);
+    for (int which = 0; which < 8; ++which) {
+      ma::LayerWeights w = l.layer.weights();
+      const float** slot[] = {&w.q_weight, &w.k_weight, &w.v_weight,   &w.q_bias,
+                              &w.k_bias,   &w.v_bias,   &w.out_weight, &w.out_bias};
+      *slot[which] = shifted(*slot[which], off);
+      expect_same(w, S::misaligned, "a weight or bias misaligned");
+    }
+  }
+  for (int which = 0; which < 3; ++which) {
+    ma::LayerWeights w = l.layer.weights();
+    (which == 0 ? w.q_weight : which == 1 ? w.k_weight : w.v_weight) = nullptr;
+    expect_same(w, S::null_pointer, "a q/k/v weight null");
+  }
+  ma::LayerWeights w = l.layer.weights();
+  w.out_weight = nullptr;
+  expect_same(w, S::null_pointer, "out_bias without out_weight");
+  w.q_bias = shifted(w.q_bias, 2);
+  expect_same(w, S::null_pointer, "out_bias without out_weight before a misaligned bias");
+  // Accepted: then the C layer's calls succeed too.
+  ASSERT_EQ(init(l.layer.weights()), S::ok);
+  EXPECT_EQ(microattn_layer_forward(&layer, {l.x.data(), 10, 64, 64}, {l.y.data(), 10, 64, 64}, nullptr), MICROATTN_OK);
+  EXPECT_EQ(microattn_layer_append(&layer, {l.x.data(), 1, 64, 64}, {l.y.data(), 1, 64, 64}, nullptr), MICROATTN_OK);
+}
+
+TEST(BadInput, CApiSizesAreZeroWhereTheTemplateDoesNotCompile) {
+  // microattn_layer_buffer_floats returns 0 exactly for the shapes whose MultiHeadAttention<...> fails its
+  // static_asserts: the buffer's bytes past PTRDIFF_MAX (4·(SIZE_MAX / 8) floats of K/V fit a size_t, not its
+  // bytes). The boundary from the formula: (PTRDIFF_MAX / 4 − scratch) / (2·kv_dim) rows.
+  constexpr std::size_t max_floats = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
+  const struct { std::size_t dim, heads, kv_heads; } shapes[] = {{1, 1, 1}, {2, 1, 1}, {64, 4, 2}, {48, 6, 3}};
+  for (const auto& sh : shapes) {
+    const std::size_t kv_dim = sh.kv_heads * (sh.dim / sh.heads);
+    const std::size_t last = (max_floats - ma::layer_scratch_floats(sh.dim, sh.heads)) / (2 * kv_dim);
+    for (std::size_t seq : {last - 1, last, last + 1}) {
+      SCOPED_TRACE(testing::Message() << sh.dim << "/" << sh.heads << "/" << sh.kv_heads << " max_seq " << seq);
+      const bool compiles = ma::detail::layer_kv_fits(seq, sh.dim, sh.heads, sh.kv_heads) &&
+                            ma::detail::layer_tiles_fit(sh.dim) &&
+                            ma::detail::layer_bytes_fit(seq, sh.dim, sh.heads, sh.kv_heads);
+      EXPECT_EQ(compiles, seq <= last);
+      EXPECT_EQ(microattn_layer_buffer_floats(seq, sh.dim, sh.heads, sh.kv_heads),
+                compiles ? ma::layer_cache_floats(seq, sh.dim, sh.heads, sh.kv_heads) +
+                               ma::layer_scratch_floats(sh.dim, sh.heads)
+                         : 0);
+    }
+  }
+  EXPECT_EQ(microattn_layer_buffer_floats(SIZE_MAX / 8, 2, 1, 1), 0u);
+  EXPECT_FALSE(ma::detail::layer_bytes_fit(SIZE_MAX / 8, 2, 1, 1));
+  // Where C++'s attention_workspace_floats saturates at SIZE_MAX, the C function returns 0 like the others.
+  EXPECT_EQ(ma::attention_workspace_floats(SIZE_MAX, 0), SIZE_MAX);
+  EXPECT_EQ(microattn_attention_workspace_floats(SIZE_MAX, 0), 0u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <microattn/microattn.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +132,61 @@ static void test_size_formulas(void) {
   CHECK(microattn_layer_buffer_floats(8, 30, 4, 4) == 0, "model_dim %% heads");
   CHECK(microattn_layer_buffer_floats(8, 64, 4, 3) == 0, "heads %% kv_heads");
   CHECK(microattn_layer_buffer_floats((size_t)-1 / 4, 64, 1, 1) == 0, "overflow");
+}
+
+/* Every size function returns 0 exactly when the block's size in bytes would exceed PTRDIFF_MAX (the largest
+ * object; a float count past SIZE_MAX included): just below the limit the formula, just past it 0. The boundaries
+ * come from the documented formulas, not from the library. */
+static void test_size_limits(void) {
+  static const size_t shapes[][3] = {{1, 1, 1}, {2, 1, 1}, {64, 4, 2}, {48, 6, 3}, {64, 1, 1}}; /* dim, heads, kv */
+  static const size_t head_dims[] = {1, 64};
+  const size_t max_floats = (size_t)PTRDIFF_MAX / sizeof(float);
+  const size_t bq = MICROATTN_ATTENTION_BLOCK_Q, fixed = MICROATTN_ATTENTION_BLOCK_KV + 3u;
+  size_t i;
+  for (i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    const size_t dim = shapes[i][0], heads = shapes[i][1], kv = shapes[i][2], hd = dim / heads, kv_dim = kv * hd;
+    const size_t scratch = 2u * bq * dim + bq * (2u * hd + fixed) + 16u;
+    const size_t seq_cache = max_floats / (2u * kv_dim), seq_buffer = (max_floats - scratch) / (2u * kv_dim);
+    CHECK(microattn_layer_cache_floats(seq_cache, dim, heads, kv) == 2u * seq_cache * kv_dim, "cache at the limit, %u",
+          (unsigned)i);
+    CHECK(microattn_layer_cache_floats(seq_cache + 1, dim, heads, kv) == 0, "cache past the limit, %u", (unsigned)i);
+    CHECK(microattn_layer_buffer_floats(seq_buffer, dim, heads, kv) == 2u * seq_buffer * kv_dim + scratch,
+          "buffer at the limit, %u", (unsigned)i);
+    CHECK(microattn_layer_buffer_floats(seq_buffer + 1, dim, heads, kv) == 0, "buffer past the limit, %u", (unsigned)i);
+  }
+  for (i = 0; i < sizeof head_dims / sizeof head_dims[0]; ++i) {
+    /* scratch: 2·Bq·heads·hd + Bq·(2·hd + Bkv + 3) + 16, growing with the number of heads */
+    const size_t hd = head_dims[i], rest = bq * (2u * hd + fixed) + 16u;
+    const size_t heads = (max_floats - rest) / (2u * bq * hd);
+    CHECK(microattn_layer_scratch_floats(heads * hd, heads) == 2u * bq * hd * heads + rest,
+          "scratch at the limit, head_dim %u", (unsigned)hd);
+    CHECK(microattn_layer_scratch_floats((heads + 1) * hd, heads + 1) == 0, "scratch past the limit, head_dim %u",
+          (unsigned)hd);
+  }
+  {
+    /* a buffer that is mostly scratch: max_seq 1, model_dim = heads = kv_heads, 2·dim + 2·Bq·dim + Bq·(2 + Bkv + 3)
+     * + 16 */
+    const size_t rest = bq * (2u + fixed) + 16u, dim = (max_floats - rest) / (2u + 2u * bq);
+    CHECK(microattn_layer_buffer_floats(1, dim, dim, dim) == (2u + 2u * bq) * dim + rest, "scratch-heavy buffer");
+    CHECK(microattn_layer_buffer_floats(1, dim + 1, dim + 1, dim + 1) == 0, "scratch-heavy buffer past the limit");
+  }
+  {
+    /* attention: Bq·(d_k + d_v + Bkv + 3) + 16 */
+    const size_t d = (max_floats - 16u) / bq - fixed;
+    CHECK(microattn_attention_workspace_floats(d, 0) == bq * (d + fixed) + 16u &&
+              microattn_attention_workspace_floats(0, d) == bq * (d + fixed) + 16u,
+          "workspace at the limit");
+    CHECK(microattn_attention_workspace_floats(d + 1, 0) == 0 && microattn_attention_workspace_floats(0, d + 1) == 0 &&
+              microattn_attention_workspace_floats(d / 2 + 1, d / 2 + 1) == 0,
+          "workspace past the limit");
+    CHECK(microattn_attention_workspace_floats((size_t)-1, 0) == 0 &&
+              microattn_attention_workspace_floats((size_t)-1, (size_t)-1) == 0,
+          "workspace past SIZE_MAX");
+  }
+  /* 4·(SIZE_MAX / 8) floats of K/V: a count that fits size_t, bytes that do not */
+  CHECK(microattn_layer_buffer_floats((size_t)-1 / 8, 2, 1, 1) == 0 &&
+            microattn_layer_cache_floats((size_t)-1 / 8, 2, 1, 1) == 0,
+        "K/V bytes past size_t");
 }
 
 static void test_matmul(void) {
@@ -875,6 +931,128 @@ static void test_layer_shared_scratch(void) {
         "query in the shared scratch");
 }
 
+/* Init checks every weight and bias pointer once, with the status the layer's calls return for it (a null q/k/v
+ * weight or an out_bias without out_weight: NULL_POINTER; a weight or bias not aligned to float: MISALIGNED), and
+ * writes nothing on error; a layer it accepted works. All three inits, every weight and bias, 1, 2 and 3 bytes. */
+static float cache_copy[sizeof cache_1 / sizeof cache_1[0]],
+    scratch_copy[sizeof shared_scratch / sizeof shared_scratch[0]];
+static microattn_status init_with(int entry, microattn_layer* layer, const microattn_layer_weights* w) {
+  if (entry == 0)
+    return microattn_layer_init(layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, layer_buffer,
+                                sizeof layer_buffer / sizeof layer_buffer[0]);
+  if (entry == 1)
+    return microattn_layer_init_config(layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, NULL, layer_buffer,
+                                       sizeof layer_buffer / sizeof layer_buffer[0]);
+  return microattn_layer_init_shared(layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, NULL, cache_1,
+                                     sizeof cache_1 / sizeof cache_1[0], shared_scratch,
+                                     sizeof shared_scratch / sizeof shared_scratch[0]);
+}
+/* Canaries in the layer struct and the caller's blocks; whether they are all still there. */
+static microattn_layer init_canary;
+static void init_canaries(microattn_layer* layer) {
+  const float c = canary();
+  size_t i;
+  memset(layer, 0xa5, sizeof *layer);
+  init_canary = *layer;
+  for (i = 0; i < sizeof layer_buffer / sizeof layer_buffer[0]; ++i) layer_buffer[i] = c;
+  for (i = 0; i < sizeof cache_1 / sizeof cache_1[0]; ++i) cache_1[i] = c;
+  for (i = 0; i < sizeof shared_scratch / sizeof shared_scratch[0]; ++i) shared_scratch[i] = c;
+  memcpy(buffer_copy, layer_buffer, sizeof layer_buffer);
+  memcpy(cache_copy, cache_1, sizeof cache_1);
+  memcpy(scratch_copy, shared_scratch, sizeof shared_scratch);
+}
+static int init_wrote_nothing(const microattn_layer* layer) {
+  return memcmp(layer, &init_canary, sizeof *layer) == 0 &&
+         memcmp(buffer_copy, layer_buffer, sizeof layer_buffer) == 0 &&
+         memcmp(cache_copy, cache_1, sizeof cache_1) == 0 &&
+         memcmp(scratch_copy, shared_scratch, sizeof shared_scratch) == 0;
+}
+/* An initialised layer: forward matches the reference (for the full weights), and an append succeeds. */
+static int layer_works(microattn_layer* layer, int full_weights) {
+  static float x[3 * L_DIM];
+  static double want[3 * L_DIM];
+  microattn_view y;
+  int ok;
+  fill(x, 3 * L_DIM, 1.0f);
+  arena_reset();
+  y = arena_view(1, 3, L_DIM, 2);
+  ok = microattn_layer_forward(layer, cview(x, 3, L_DIM, L_DIM), y, NULL) == MICROATTN_OK && canaries_intact(y);
+  if (ok && full_weights) {
+    ref_layer(x, 3, x, 3, 0, want);
+    ok = layer_matches(y, want, 3);
+  }
+  return ok &&
+         microattn_layer_append(layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) == MICROATTN_OK &&
+         layer->cached == 4;
+}
+static void test_layer_init_weights(void) {
+  static const char* const names[] = {"q_weight", "k_weight", "v_weight",   "q_bias",
+                                      "k_bias",   "v_bias",   "out_weight", "out_bias"};
+  microattn_layer_weights w;
+  microattn_layer layer;
+  const float** slots[8];
+  int entry, slot;
+  size_t k;
+  slots[0] = &w.q_weight;
+  slots[1] = &w.k_weight;
+  slots[2] = &w.v_weight;
+  slots[3] = &w.q_bias;
+  slots[4] = &w.k_bias;
+  slots[5] = &w.v_bias;
+  slots[6] = &w.out_weight;
+  slots[7] = &w.out_bias;
+  for (entry = 0; entry < 3; ++entry) {
+    for (slot = 0; slot < 8; ++slot)
+      for (k = 0; k < 4; ++k) { /* k = 0: aligned, the control */
+        w = all_weights();
+        *slots[slot] = (const float*)(const void*)((const char*)*slots[slot] + k);
+        init_canaries(&layer);
+        if (k == 0)
+          CHECK(init_with(entry, &layer, &w) == MICROATTN_OK && layer_works(&layer, 1), "init %d, all weights", entry);
+        else
+          CHECK(init_with(entry, &layer, &w) == MICROATTN_MISALIGNED && init_wrote_nothing(&layer),
+                "init %d: %s misaligned by %u bytes", entry, names[slot], (unsigned)k);
+      }
+    for (slot = 0; slot < 3; ++slot) {
+      w = all_weights();
+      *slots[slot] = NULL;
+      init_canaries(&layer);
+      CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer), "init %d: %s null",
+            entry, names[slot]);
+    }
+    w = all_weights();
+    w.out_weight = NULL;
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer),
+          "init %d: out_bias without out_weight", entry);
+    /* null before misaligned, as in the layer's calls */
+    w.q_bias = (const float*)(const void*)((const char*)bq + 2);
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer),
+          "init %d: out_bias without out_weight, q_bias misaligned", entry);
+    w = all_weights();
+    w.q_weight = NULL;
+    w.k_weight = (const float*)(const void*)((const char*)wk + 1);
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_NULL_POINTER && init_wrote_nothing(&layer),
+          "init %d: q_weight null, k_weight misaligned", entry);
+    /* optional arrays left out: accepted, and the layer works */
+    w = all_weights();
+    w.out_bias = NULL;
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_OK && layer_works(&layer, 0), "init %d: out_weight, no out_bias",
+          entry);
+    w.out_weight = NULL;
+    w.q_bias = w.k_bias = w.v_bias = NULL;
+    init_canaries(&layer);
+    CHECK(init_with(entry, &layer, &w) == MICROATTN_OK && layer_works(&layer, 0), "init %d: q/k/v weights only", entry);
+  }
+  /* misaligned before aliasing (the documented order): a misaligned bias and a buffer over a weight */
+  w = all_weights();
+  w.v_bias = (const float*)(const void*)((const char*)bv + 3);
+  CHECK(microattn_layer_init(&layer, 1, 2, 1, 1, &w, wo, 100000) == MICROATTN_MISALIGNED, "misaligned before aliasing");
+}
+
 /* Every error of the decoding calls: the status, and nothing written (y, the cache, cached, position). */
 static void test_layer_decode_errors(void) {
   const microattn_layer_weights w = all_weights();
@@ -1058,6 +1236,7 @@ static void test_layer_decode_errors(void) {
 int main(void) {
   test_strings_and_build();
   test_size_formulas();
+  test_size_limits();
   test_matmul();
   test_softmax_and_exp();
   test_attention();
@@ -1067,6 +1246,7 @@ int main(void) {
   test_layer_window();
   test_layer_attend();
   test_layer_shared_scratch();
+  test_layer_init_weights();
   test_layer_decode_errors();
   printf("microattn %s C API (%s, %s): %d checks, %d failed\n", microattn_version(), microattn_simd_arch(),
          microattn_matmul_kernel_name(), checks, failures);

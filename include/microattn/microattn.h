@@ -102,7 +102,12 @@ typedef struct {
 #define MICROATTN_ATTENTION_MAX_HEAD_DIM 65536u
 
 /* Scratch floats microattn_attention needs, for head sizes d_k and d_v (never depends on n_q or n_kv):
- *   BLOCK_Q · (d_k + d_v + BLOCK_KV + 3) + 16      e.g. 6256 for d = 64 (Cortex-M: 604). Any alignment. */
+ *   BLOCK_Q · (d_k + d_v + BLOCK_KV + 3) + 16      e.g. 6256 for d = 64 (Cortex-M: 604). Float alignment only
+ * (the 16 floats are the padding it aligns itself with). The function returns 0, as the layer size functions
+ * below, where the workspace's size in bytes (4 × that count) would exceed PTRDIFF_MAX, the count overflowing
+ * size_t included: only for head sizes far above MICROATTN_ATTENTION_MAX_HEAD_DIM, which microattn_attention
+ * rejects anyway (C++'s attention_workspace_floats saturates at SIZE_MAX there instead). The macro does not check:
+ * it is for static arrays, whose size the compiler checks. */
 #define MICROATTN_ATTENTION_WORKSPACE_FLOATS(d_k, d_v) \
   ((size_t)MICROATTN_ATTENTION_BLOCK_Q * ((size_t)(d_k) + (size_t)(d_v) + MICROATTN_ATTENTION_BLOCK_KV + 3u) + 16u)
 size_t microattn_attention_workspace_floats(size_t d_k, size_t d_v);
@@ -177,8 +182,11 @@ typedef struct {
  *   scratch  2·BLOCK_Q·model_dim + ATTENTION_WORKSPACE_FLOATS(head_dim, head_dim)
  *   buffer   cache + scratch
  * The functions return 0 for an invalid shape (a zero size, model_dim % heads, heads % kv_heads, or a head
- * dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM) or when the count overflows size_t. Layers that run one
- * after another may share one scratch block (microattn_layer_init_shared): size it for the largest. */
+ * dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM) or when the block's size in bytes (4 × the count: the blocks
+ * need float alignment only, so no padding) would exceed PTRDIFF_MAX, the largest object, which includes the count
+ * overflowing size_t; the C++ template rejects such a layer at compile time. The macros do not check: they are
+ * for static arrays, whose size the compiler checks. Layers that run one after another may share one scratch
+ * block (microattn_layer_init_shared): size it for the largest. */
 #define MICROATTN_LAYER_CACHE_FLOATS(max_seq, model_dim, heads, kv_heads) \
   (2u * (size_t)(max_seq) * ((size_t)(kv_heads) * ((size_t)(model_dim) / (size_t)(heads))))
 #define MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads)            \
@@ -191,10 +199,12 @@ size_t microattn_layer_scratch_floats(size_t model_dim, size_t heads);
 size_t microattn_layer_buffer_floats(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads);
 
 /* Sets *layer up over `buffer` (at least microattn_layer_buffer_floats(...) floats, aligned to float, contents
- * irrelevant), with the default configuration; the cache starts empty. Errors (*layer untouched), in this order:
- * NULL_POINTER (layer, weights, q/k/v weight, buffer), INVALID_SHAPE (as microattn_layer_buffer_floats returning
- * 0), WORKSPACE_TOO_SMALL (buffer_floats too small), MISALIGNED (buffer not aligned to float), ALIASING (the
- * buffer overlaps a weight or bias array). */
+ * irrelevant), with the default configuration; the cache starts empty. Init writes only *layer, and only on
+ * success. Errors (*layer and the buffer untouched), in this order: NULL_POINTER (layer, weights, q/k/v weight,
+ * buffer, or an out_bias without out_weight), INVALID_SHAPE (as microattn_layer_buffer_floats returning 0),
+ * WORKSPACE_TOO_SMALL (buffer_floats too small), MISALIGNED (the buffer or any weight or bias not aligned to
+ * float), ALIASING (the buffer overlaps a weight or bias array). The weights get the checks, and the statuses, of
+ * the C++ layer's every call, once: a layer that init accepted never fails on its weights. */
 microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
                                       size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
                                       size_t buffer_floats);
