@@ -147,8 +147,9 @@ struct LayerScratch {
 // the rope_dims leading dims by the angle position · rope_theta^(−2p/rope_dims); the cache stores rotated K.
 // A row's position: append, position() + its row; forward, its row (query and context alike); attend, its row.
 // Angles are float products, as PyTorch's and llama.cpp's fp32 paths: their rounding grows with the position
-// (about position · (ln θ + 4) · 2⁻²⁴ radians). sin/cos: a Cody–Waite reduction (exact below 6434 rad, beyond
-// within about an ulp of the angle) and polynomials, per row and pair; no tables, no RAM, no libm.
+// (about position · (ln θ + 4) · 2⁻²⁴ radians). sin/cos of every float angle within 2e−7: a Cody–Waite
+// reduction below 6434 rad, an exact one beyond (Payne–Hanek: integer products with 28 bytes of 2/π in flash),
+// then polynomials, per row and pair; no RAM, no libm.
 // A configuration with an odd or too large rope_dims, or a rope_theta that is negative, NaN or infinite, makes
 // every call return invalid_shape.
 // Window: options.window, or config.window where that is 0, applies to forward, append and attend
