@@ -242,9 +242,13 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
 }  // namespace
 
 bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
-  if (c.rope_theta == 0.0f) return true;
+  // On θ's bits (one load): ±0 is no rope; [1, FLT_MAX] is one range, negative, NaN and inf lie outside it.
+  // θ >= 1: no frequency θ^(−2p/dims) exceeds 1, so every angle (at most the position) is finite. Below 1 they
+  // reach 1/θ, where position · frequency overflows for small θ (and subnormal θ defeats log_positive).
+  const std::uint32_t bits = float_bits(c.rope_theta);
+  if (bits << 1 == 0) return true;
   const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
-  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
+  return bits - 0x3f800000u <= 0x7f7fffffu - 0x3f800000u && dims % 2 == 0 && dims <= head_dim;
 }
 
 Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,

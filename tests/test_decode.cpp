@@ -224,6 +224,12 @@ TEST(Decode, RotaryEmbeddingsBothConventionsAndPartialDims) {
   auto long_layer_p = std::make_unique<ma::MultiHeadAttention<300, 16, 2>>(w16.view(), cfg);
   auto& long_layer = *long_layer_p;
   check_append(long_layer, 2, 2, 300, {64}, seed++);
+  // The extremes of the bases accepted: 1 (every pair turns by the position) and FLT_MAX.
+  for (float theta : {1.0f, std::numeric_limits<float>::max()}) {
+    cfg.rope_theta = theta;
+    auto edge = std::make_unique<ma::MultiHeadAttention<40, 16, 2>>(w16.view(), cfg);
+    check_append(*edge, 2, 2, 40, ragged, seed++);
+  }
 }
 
 TEST(Decode, RotaryReferenceSanity) {
