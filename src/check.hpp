@@ -59,7 +59,7 @@ bool views_overlap(const MatrixView<T>& a, const MatrixView<U>& b) noexcept {
   return views_overlap(a.data, a.rows, a.cols, a.stride, b.data, b.rows, b.cols, b.stride);
 }
 
-// Whether a layer configuration is usable with heads of head_dim (rotary embeddings: theta finite and > 0, an
+// Whether a layer configuration is usable with heads of head_dim (rotary embeddings: theta in [1, FLT_MAX], an
 // even number of dims <= head_dim): the layer's every call and the C API's init (layers.cpp).
 bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept;
 

@@ -8,6 +8,7 @@
 #include "check.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/scalar_math.hpp"
+#include "sin_cos.hpp"
 
 namespace microattn {
 namespace detail {
@@ -53,29 +54,6 @@ float log_positive(const Kernels& kern, float x) noexcept {
   return y;
 }
 
-// sin and cos of x. Cody–Waite reduction by π/2 (12-bit leading parts: exact for |x| < 6434, beyond it the
-// reduction errs by about an ulp of x, the size of x's own rounding) and Taylor polynomials on [−π/4, π/4]
-// (truncation below 3e−9).
-void sin_cos(float x, float& s, float& c) noexcept {
-  const float t = x * 0.636619772f;
-  const float k = std::fabs(t) < 4194304.0f ? (t + 12582912.0f) - 12582912.0f : t;  // round to nearest (|t| < 2²²)
-  float r = fmadd(k, -1.57080078125f, x);
-  r = fmadd(k, 4.453584551811218e-06f, r);
-  r = fmadd(k, 8.705516307827565e-10f, r);
-  const float r2 = r * r;
-  const float sr = fmadd(
-      r * r2, fmadd(fmadd(fmadd(2.75573192e-6f, r2, -1.98412698e-4f), r2, 8.33333333e-3f), r2, -1.66666667e-1f), r);
-  const float cr =
-      fmadd(fmadd(fmadd(fmadd(fmadd(-2.75573192e-7f, r2, 2.48015873e-5f), r2, -1.38888889e-3f), r2, 4.16666667e-2f), r2,
-                  -0.5f),
-            r2, 1.0f);
-  // Quadrant q: (sin, cos) = (sr, cr), (cr, −sr), (−sr, −cr), (−cr, sr).
-  const unsigned quadrant = static_cast<unsigned>(static_cast<long>(k));
-  const float sign = (quadrant & 2u) != 0 ? -1.0f : 1.0f;
-  s = sign * ((quadrant & 1u) != 0 ? cr : sr);
-  c = sign * ((quadrant & 1u) != 0 ? -sr : cr);
-}
-
 // Rotates every head of rows [0, rows) of m (stride ld, `heads` heads of head_dim) by the positions first,
 // first + 1, …: pair p of the rope_dims leading dims of a head turns by position · θ^(−2p/rope_dims).
 void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim, std::size_t heads, float* m,
@@ -89,12 +67,18 @@ void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim
     for (std::size_t r = 0; r < rows; ++r) {
       float s, c;
       sin_cos(static_cast<float>(first + r) * freq, s, c);
-      float* row = m + r * ld;
-      for (std::size_t h = 0; h < heads; ++h) {
-        const float x = row[h * head_dim + a], z = row[h * head_dim + b];
-        row[h * head_dim + a] = x * c - z * s;
-        row[h * head_dim + b] = fmadd(x, s, z * c);
-      }
+      // Pointers and a count tested at the bottom (heads >= 1): few registers and instructions per head, so
+      // the large-angle branch of sin_cos spills nothing out of this loop.
+      float* pa = m + r * ld + a;
+      float* pb = m + r * ld + b;
+      std::size_t h = heads;
+      do {
+        const float x = *pa, z = *pb;
+        *pa = x * c - z * s;
+        *pb = fmadd(x, s, z * c);
+        pa += head_dim;
+        pb += head_dim;
+      } while (--h != 0);
     }
   }
 }
@@ -258,9 +242,13 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
 }  // namespace
 
 bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
-  if (c.rope_theta == 0.0f) return true;
+  // On θ's bits (one load): ±0 is no rope; [1, FLT_MAX] is one range, negative, NaN and inf lie outside it.
+  // θ >= 1: no frequency θ^(−2p/dims) exceeds 1, so every angle (at most the position) is finite. Below 1 they
+  // reach 1/θ, where position · frequency overflows for small θ (and subnormal θ defeats log_positive).
+  const std::uint32_t bits = float_bits(c.rope_theta);
+  if (bits << 1 == 0) return true;
   const std::size_t dims = c.rope_dims == 0 ? head_dim : c.rope_dims;
-  return c.rope_theta > 0.0f && c.rope_theta <= 3.4e38f && dims % 2 == 0 && dims <= head_dim;  // NaN fails too
+  return bits - 0x3f800000u <= 0x7f7fffffu - 0x3f800000u && dims % 2 == 0 && dims <= head_dim;
 }
 
 Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,

@@ -60,12 +60,12 @@ bool visible(std::size_t i, std::size_t j, bool causal, long long causal_offset,
 }
 
 void rotate(double* m, std::size_t rows, std::size_t ld, std::size_t heads, std::size_t head_dim, double theta,
-            std::size_t dims, bool interleaved, std::size_t first_position) {
+            std::size_t dims, bool interleaved, std::size_t first_position, std::size_t step) {
   if (dims == 0) dims = head_dim;
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t h = 0; h < heads; ++h)
       for (std::size_t p = 0; p < dims / 2; ++p) {
-        const long double angle = static_cast<long double>(first_position + r) *
+        const long double angle = (static_cast<long double>(first_position) + static_cast<long double>(r * step)) *
                                   std::pow(static_cast<long double>(theta), -2.0L * p / static_cast<long double>(dims));
         const std::size_t a = h * head_dim + (interleaved ? 2 * p : p);
         const std::size_t b = h * head_dim + (interleaved ? 2 * p + 1 : p + dims / 2);
@@ -149,8 +149,10 @@ void multihead_attention(const MhaCase& c, std::vector<double>& y) {
   std::vector<double> q = linear(c.query, c.n_q, c.ldq, c.d, c.wq, c.bq, c.d);
   std::vector<double> k = linear(c.context, c.n_kv, c.ldc, c.d, c.wk, c.bk, kvd);
   if (c.rope_theta != 0.0) {
-    rotate(q.data(), c.n_q, c.d, c.heads, hd, c.rope_theta, c.rope_dims, c.rope_interleaved, c.q_position);
-    rotate(k.data(), c.n_kv, kvd, c.kv_heads, hd, c.rope_theta, c.rope_dims, c.rope_interleaved, c.kv_position);
+    rotate(q.data(), c.n_q, c.d, c.heads, hd, c.rope_theta, c.rope_dims, c.rope_interleaved, c.q_position,
+           c.position_step);
+    rotate(k.data(), c.n_kv, kvd, c.kv_heads, hd, c.rope_theta, c.rope_dims, c.rope_interleaved, c.kv_position,
+           c.position_step);
   }
   const std::vector<double> v = linear(c.context, c.n_kv, c.ldc, c.d, c.wv, c.bv, kvd);
   std::vector<double> heads(c.n_q * c.d, 0.0);

@@ -51,7 +51,7 @@ void attention(const AttentionCase& c, std::vector<double>& out, std::vector<dou
 //   h / (heads / kv_heads); y = concat(heads)·Woᵀ + bo, or the concatenation when wo is null.
 // Every pointer to a bias may be null. y: n_q × d contiguous. Visibility as attention() above (with the window).
 // Rotary embeddings (rope_theta != 0): Q and K of each head, after projection and bias, are rotated by rotate()
-// with query row i at position q_position + i and context row j at kv_position + j.
+// with query row i at position q_position + i·position_step and context row j at kv_position + j·position_step.
 struct MhaCase {
   std::size_t d, heads, kv_heads;
   const float *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
@@ -68,13 +68,14 @@ struct MhaCase {
   std::size_t rope_dims = 0;  // 0: all of the head
   bool rope_interleaved = false;
   std::size_t q_position = 0, kv_position = 0;
+  std::size_t position_step = 1;
 };
 void multihead_attention(const MhaCase& c, std::vector<double>& y);
 
 // Rotary position embedding of `rows` rows of m (row stride ld, `heads` heads of head_dim each), in double from
 // the definition: in each head, pair p < dims/2 — dims (p, p + dims/2), or (2p, 2p + 1) when interleaved —
-// turns by the angle (first_position + row) · theta^(−2p/dims): (x, z) → (x·cos − z·sin, x·sin + z·cos).
+// turns by the angle (first_position + row · step) · theta^(−2p/dims): (x, z) → (x·cos − z·sin, x·sin + z·cos).
 void rotate(double* m, std::size_t rows, std::size_t ld, std::size_t heads, std::size_t head_dim, double theta,
-            std::size_t dims, bool interleaved, std::size_t first_position);
+            std::size_t dims, bool interleaved, std::size_t first_position, std::size_t step = 1);
 
 }  // namespace ref

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -575,20 +576,37 @@ TEST(BadInput, AppendAndAttendShapes) {
 }
 
 TEST(BadInput, AppendAndAttendConfiguration) {
-  // A rope configuration that cannot be: odd or too many rope_dims, a negative, NaN or infinite base.
+  // A rope configuration that cannot be: odd or too many rope_dims (HeadDim is 16); a base that is negative, NaN,
+  // infinite, or below 1 (frequencies up to 1/θ: position · frequency can overflow, and sin/cos of inf is NaN),
+  // down to subnormal (1e−38, 1e−45: the layer's logarithm reads the exponent field).
   LayerArgs l;
   const Untouched t{&l.y};
-  for (int which = 0; which < 5; ++which) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const struct {
+    float theta;
+    std::size_t dims;
+  } bad_configs[] = {{10000.0f, 3},    {10000.0f, 18}, {-1.0f, 0},  {nan, 0},    {inf, 0},   {-inf, 0},
+                     {0.99999994f, 0}, {0.5f, 0},      {1e-20f, 0}, {1e-38f, 0}, {1e-45f, 0}};
+  for (const auto& b : bad_configs) {
+    SCOPED_TRACE(::testing::Message() << "theta " << b.theta << " dims " << b.dims);
     ma::LayerConfig cfg;
-    cfg.rope_theta = which == 2   ? -1.0f
-                     : which == 3 ? std::numeric_limits<float>::quiet_NaN()
-                     : which == 4 ? std::numeric_limits<float>::infinity()
-                                  : 10000.0f;
-    cfg.rope_dims = which == 0 ? 3 : which == 1 ? 18 : 0;  // HeadDim is 16
+    cfg.rope_theta = b.theta;
+    cfg.rope_dims = b.dims;
     ma::MultiHeadAttention<64, 64, 4> bad{l.layer.weights(), cfg};
     t.expect(bad.forward(l.x10, l.y10), S::invalid_shape, "forward, bad rope");
     t.expect(bad.append(l.x10, l.y10), S::invalid_shape, "append, bad rope");
     EXPECT_EQ(bad.cached(), 0u);
+  }
+  // The extremes of the bases accepted, 1 and FLT_MAX, compute (finite outputs of finite inputs).
+  for (float theta : {1.0f, std::numeric_limits<float>::max()}) {
+    ma::LayerConfig cfg;
+    cfg.rope_theta = theta;
+    auto edge = std::make_unique<ma::MultiHeadAttention<64, 64, 4>>(l.layer.weights(), cfg);
+    Guarded y(10, 64);
+    ASSERT_EQ(edge->append(l.x10, y.view()), S::ok) << theta;
+    ASSERT_EQ(edge->attend(l.x10, y.view()), S::ok) << theta;
+    for (std::size_t i = 0; i < 10; ++i)
+      for (std::size_t c = 0; c < 64; ++c) EXPECT_TRUE(std::isfinite(y.at(i, c))) << theta;
   }
   // A ring layer (config.window) takes no mask in append, and no options.window wider than its own.
   ma::LayerConfig ring;

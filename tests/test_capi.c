@@ -1069,10 +1069,11 @@ static void test_layer_decode_errors(void) {
 
   /* configurations the layer rejects: at init, nothing written */
   {
-    static const float thetas[] = {10000.0f, 10000.0f, -1.0f, 0.0f, 0.0f};
-    static const size_t dims[] = {3, 6, 0, 0, 0};
+    /* odd or too many rope_dims; a base negative, NaN, infinite, below 1 or subnormal */
+    static const float thetas[] = {10000.0f, 10000.0f, -1.0f, 0.0f, 0.0f, 0.5f, 1e-20f, 1e-45f};
+    static const size_t dims[] = {3, 6, 0, 0, 0, 0, 0, 0};
     size_t i;
-    for (i = 0; i < 5; ++i) {
+    for (i = 0; i < 8; ++i) {
       memset(&config, 0, sizeof config);
       config.rope_theta = i == 3 ? NAN : i == 4 ? INFINITY : thetas[i];
       config.rope_dims = dims[i];

@@ -1,17 +1,20 @@
 // Decoding with the layer's K/V cache: append token by token and in chunks against the double-precision
 // reference of one causal forward over all tokens (every layer shape: biases or not, out projection or not,
-// GQA, MQA), rotary embeddings in both pair conventions and partial rope_dims, sliding windows with the ring
-// wrapping several times, masks in position order, attend after a cross forward, a full cache refusing an
-// append with nothing written, layers sharing one scratch, and the cache bookkeeping.
+// GQA, MQA), rotary embeddings in both pair conventions and partial rope_dims (their sin/cos at every float
+// angle, the layer at positions up to 2³² − 2¹⁶), sliding windows with the ring wrapping several times, masks
+// in position order, attend after a cross forward, a full cache refusing an append with nothing written, layers
+// sharing one scratch, and the cache bookkeeping.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "reference.hpp"
+#include "sin_cos.hpp"
 #include "test_support.hpp"
 
 namespace ma = microattn;
@@ -221,6 +224,12 @@ TEST(Decode, RotaryEmbeddingsBothConventionsAndPartialDims) {
   auto long_layer_p = std::make_unique<ma::MultiHeadAttention<300, 16, 2>>(w16.view(), cfg);
   auto& long_layer = *long_layer_p;
   check_append(long_layer, 2, 2, 300, {64}, seed++);
+  // The extremes of the bases accepted: 1 (every pair turns by the position) and FLT_MAX.
+  for (float theta : {1.0f, std::numeric_limits<float>::max()}) {
+    cfg.rope_theta = theta;
+    auto edge = std::make_unique<ma::MultiHeadAttention<40, 16, 2>>(w16.view(), cfg);
+    check_append(*edge, 2, 2, 40, ragged, seed++);
+  }
 }
 
 TEST(Decode, RotaryReferenceSanity) {
@@ -238,6 +247,134 @@ TEST(Decode, RotaryReferenceSanity) {
   EXPECT_NEAR(n[1], std::sin(1.0), 1e-15);
   EXPECT_NEAR(n[2], -std::sin(0.1), 1e-15);
   EXPECT_NEAR(n[3], std::cos(0.1), 1e-15);
+}
+
+// The rotary embeddings' sin and cos against double sin/cos of the same float angle (every target's libm reduces
+// huge arguments exactly), within 2e−7, a few ulps of 1: at the switch to the large-angle reduction (6434), in
+// and around the band from 2²²·π/2 to 2²³·π/2 (where rounding t = x·2/π to an integer once failed), at 2²⁴·π/2,
+// around 2^e·π/2 and at random for every exponent up to FLT_MAX, below the switch, and negated.
+TEST(Decode, RotarySinCosEveryFloatAngle) {
+  const double half_pi = 1.5707963267948966;
+  std::vector<float> angles{6588398.0f};
+  auto around = [&](double centre, int ulps) {
+    float f = static_cast<float>(centre);
+    for (int i = 0; i < ulps; ++i) f = std::nextafter(f, 0.0f);
+    for (int i = 0; i <= 2 * ulps; ++i, f = std::nextafter(f, std::numeric_limits<float>::max())) angles.push_back(f);
+  };
+  around(4096.0 * half_pi, 256);
+  for (int e : {22, 23, 24}) around(std::ldexp(half_pi, e), 512);
+  for (int i = 0; i <= 4096; ++i) angles.push_back(static_cast<float>(6588397.0 + (13176795.0 - 6588397.0) * i / 4096));
+  std::mt19937 rng(121);
+  for (int e = 12; e <= 127; ++e) {
+    around(std::ldexp(half_pi, e), 8);
+    for (int i = 0; i < 16; ++i)  // random significand, exponent e
+      angles.push_back(std::ldexp(static_cast<float>(0x800000u | (rng() & 0x7fffffu)), e - 23));
+  }
+  float top = std::numeric_limits<float>::max();
+  for (int i = 0; i < 64; ++i, top = std::nextafter(top, 0.0f)) angles.push_back(top);
+  Uniform small(122, -6434.0f, 6434.0f);
+  for (int i = 0; i < 4096; ++i) angles.push_back(small());
+  for (std::size_t i = 0, n = angles.size(); i < n; ++i) angles.push_back(-angles[i]);
+
+  std::size_t bad = 0;
+  double worst = 0.0;
+  for (float x : angles) {
+    float s, c;
+    ma::detail::sin_cos(x, s, c);
+    const double err =
+        std::fmax(std::fabs(s - std::sin(static_cast<double>(x))), std::fabs(c - std::cos(static_cast<double>(x))));
+    worst = std::fmax(worst, err);
+    if (!(err <= 2e-7) && bad++ < 5)
+      ADD_FAILURE() << "x = " << x << ": sin " << s << " want " << std::sin(static_cast<double>(x)) << ", cos " << c
+                    << " want " << std::cos(static_cast<double>(x));
+  }
+  EXPECT_EQ(bad, 0u) << "of " << angles.size() << " angles; worst error " << worst;
+  for (float x : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()}) {
+    float s, c;
+    ma::detail::sin_cos(x, s, c);
+    EXPECT_TRUE(std::isnan(s) && std::isnan(c)) << x;
+  }
+}
+
+// The layer appending at large positions (the angles of the test above, through rotate()) against the reference.
+// θ = 1 turns every pair by the position itself, exactly (1^(−2p/dims) = 1), and θ = 10⁴ with rope_dims 2 is pair 0 of
+// a usual base: positions that are floats make the layer's angles the reference's, so the tolerance has no term for the
+// angles' rounding. Positions 6 588 398 … (the first the old reduction got wrong), the middle and end of that band, and
+// beyond 2²⁴ steps of the float spacing there (each row appended alone at its position).
+TEST(Decode, RotaryAtLargePositions) {
+  constexpr std::size_t d = 16, heads = 2, n = 8;
+  const LayerTestWeights w(d, d, 120);
+  const ma::LayerWeights lw = w.view();
+  std::vector<float> k(n * d), v(n * d), scratch(ma::layer_scratch_floats(d, heads));
+  Guarded x(n, d);
+  Uniform u(123, -2.0f, 2.0f);
+  x.fill(u);
+  const struct {
+    std::size_t first, step;
+  } runs[] = {{6588398, 1},  {9876543, 1},     {13176788, 1},     {26353584, 2},
+              {52707176, 4}, {1000000000, 64}, {4294901760u, 256}};
+  for (int config = 0; config < 3; ++config) {
+    ma::LayerConfig cfg;
+    cfg.rope_theta = config == 2 ? 10000.0f : 1.0f;
+    cfg.rope_dims = config == 2 ? 2 : 0;
+    cfg.rope_interleaved = config == 1;
+    for (const auto& run : runs) {
+      SCOPED_TRACE(::testing::Message() << "theta " << cfg.rope_theta << " dims " << cfg.rope_dims << " interleaved "
+                                        << cfg.rope_interleaved << " positions " << run.first << " step " << run.step);
+      ma::detail::LayerState state{0, run.first};
+      const ma::detail::LayerParts parts{
+          {n, d, heads, heads, d / heads}, &lw, &cfg, &state, k.data(), v.data(), scratch.data()};
+      ref::MhaCase c{d,
+                     heads,
+                     heads,
+                     lw.q_weight,
+                     lw.k_weight,
+                     lw.v_weight,
+                     lw.q_bias,
+                     lw.k_bias,
+                     lw.v_bias,
+                     lw.out_weight,
+                     lw.out_bias,
+                     x.data(),
+                     n,
+                     d,
+                     x.data(),
+                     n,
+                     d,
+                     true,
+                     0,
+                     nullptr,
+                     0};
+      c.rope_theta = cfg.rope_theta;
+      c.rope_dims = cfg.rope_dims;
+      c.rope_interleaved = cfg.rope_interleaved;
+      c.q_position = c.kv_position = run.first;
+      c.position_step = run.step;
+      std::vector<double> want;
+      if (run.step == 1) {  // one append of n rows at positions first … first + n − 1
+        Guarded y(n, d);
+        ASSERT_EQ(ma::detail::layer_run(parts, ma::detail::LayerOp::append, x.cview(), x.cview(), y.view(), {}),
+                  ma::Status::ok);
+        ref::multihead_attention(c, want);
+        EXPECT_TRUE(rows_near(y, want, 0, layer_tolerance(d, n)));
+        continue;
+      }
+      for (std::size_t i = 0; i < n; ++i) {  // row i alone at first + i·step, after rows 0 … i − 1
+        state.position = run.first + i * run.step;
+        Guarded y(1, d);
+        const ma::MatrixView<const float> xi{x.data() + i * d, 1, d, d};
+        ASSERT_EQ(ma::detail::layer_run(parts, ma::detail::LayerOp::append, xi, xi, y.view(), {}), ma::Status::ok);
+        c.query = xi.data;
+        c.n_q = 1;
+        c.n_kv = i + 1;
+        c.causal = false;
+        c.q_position = state.position - 1;  // the layer advanced it
+        ref::multihead_attention(c, want);
+        EXPECT_TRUE(rows_near(y, want, 0, layer_tolerance(d, i + 1))) << "row " << i;
+      }
+    }
+  }
 }
 
 TEST(Decode, SlidingWindowRingWrapsSeveralTimes) {

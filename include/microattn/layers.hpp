@@ -38,7 +38,7 @@ struct LayerWeights {
 
 // Per-layer options beyond the weights. Defaults: no rotary embedding, no window.
 struct LayerConfig {
-  float rope_theta = 0.0f;    // rotary position embedding base, e.g. 10000; 0: none
+  float rope_theta = 0.0f;    // rotary position embedding base, e.g. 10000, from 1 to FLT_MAX; 0: none
   std::size_t rope_dims = 0;  // leading dims of each head that rotate (even); 0: all of HeadDim
   bool rope_interleaved =
       false;  // false: pairs (i, i + rope_dims/2), HF Llama's rotate_half; true: pairs (2i, 2i+1), GPT-J / llama2.c
@@ -147,10 +147,13 @@ struct LayerScratch {
 // the rope_dims leading dims by the angle position · rope_theta^(−2p/rope_dims); the cache stores rotated K.
 // A row's position: append, position() + its row; forward, its row (query and context alike); attend, its row.
 // Angles are float products, as PyTorch's and llama.cpp's fp32 paths: their rounding grows with the position
-// (about position · (ln θ + 4) · 2⁻²⁴ radians). sin/cos: a Cody–Waite reduction (exact below 6434 rad, beyond
-// within about an ulp of the angle) and polynomials, per row and pair; no tables, no RAM, no libm.
-// A configuration with an odd or too large rope_dims, or a rope_theta that is negative, NaN or infinite, makes
-// every call return invalid_shape.
+// (about position · (ln θ + 4) · 2⁻²⁴ radians). sin/cos of every float angle within 2e−7: a Cody–Waite
+// reduction below 6434 rad, an exact one beyond (Payne–Hanek: integer products with 28 bytes of 2/π in flash),
+// then polynomials, per row and pair; no RAM, no libm. With θ >= 1 every frequency is at most 1, so every
+// angle is finite at every position.
+// A configuration with an odd or too large rope_dims, or a rope_theta other than 0 outside [1, FLT_MAX]
+// (negative, NaN, infinite, or below 1: frequencies up to 1/θ, whose angles can overflow) makes every call
+// return invalid_shape.
 // Window: options.window, or config.window where that is 0, applies to forward, append and attend
 // (AttentionOptions::window). config.window = W also makes the cache a ring: when an append would run past
 // MaxSeq, the newest W − 1 rows move to the front and older ones are dropped (one move every MaxSeq − W + 1

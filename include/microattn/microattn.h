@@ -143,7 +143,7 @@ typedef struct {
 
 /* Per-layer options beyond the weights (C++: microattn::LayerConfig). Zero-initialise it ({0} or memset) for the
  * defaults: no rotary embedding, no window.
- *   rope_theta        rotary position embedding base, e.g. 10000; 0: none
+ *   rope_theta        rotary position embedding base, e.g. 10000, from 1 to FLT_MAX; 0: none
  *   rope_dims         leading dims of each head that rotate (even, <= head_dim); 0: all of head_dim
  *   rope_interleaved  0: pairs (i, i + rope_dims/2), HF Llama's rotate_half; non-zero: pairs (2i, 2i+1), GPT-J
  *   window            the layer's sliding window (used where the call's options.window is 0); makes the cache a
@@ -209,8 +209,8 @@ microattn_status microattn_layer_init(microattn_layer* layer, size_t max_seq, si
                                       size_t kv_heads, const microattn_layer_weights* weights, float* buffer,
                                       size_t buffer_floats);
 /* The same with a configuration (NULL: the defaults). Also INVALID_SHAPE, after the shape, for a configuration
- * the C++ layer rejects on every call: an odd rope_dims or one above head_dim, a rope_theta that is negative,
- * NaN or infinite. */
+ * the C++ layer rejects on every call: an odd rope_dims or one above head_dim, a rope_theta other than 0 outside
+ * [1, FLT_MAX] (negative, NaN, infinite, below 1). */
 microattn_status microattn_layer_init_config(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
                                              size_t kv_heads, const microattn_layer_weights* weights,
                                              const microattn_layer_config* config, float* buffer, size_t buffer_floats);
