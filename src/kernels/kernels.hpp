@@ -91,7 +91,7 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
 void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                       std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
 
-// 2^x for x <= 0 or NaN (scalar_math.hpp's exp2_nonpositive_scalar), out of line (scalar.cpp): for cold callers.
+// 2^x for x <= 0 or NaN (scalar_math.hpp's exp2_nonpositive_float), out of line (scalar.cpp): for cold callers.
 float exp2_nonpositive_call(float x) noexcept;
 
 const Kernels& scalar_kernels() noexcept;

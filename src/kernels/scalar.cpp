@@ -14,7 +14,7 @@ namespace detail {
 
 // One 2^x out of line (kernels.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
 // exact row path of attention.cpp): each inlined copy costs ~90 bytes of flash.
-__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
+__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_float(x); }
 
 namespace {
 
@@ -109,7 +109,7 @@ struct BColumns<true> {
 // The tiles are out of line: inlined into the loops over tiles, their pointers would compete with the loop
 // variables for the 13 general registers and spill.
 template <bool TransposeB>
-__attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
+__attribute__((noinline)) void gemm_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
   const float* __restrict a0 = g.a + i0 * g.lda;
   const float* __restrict a1 = a0 + g.lda;
   const float* __restrict a2 = a1 + g.lda;
@@ -153,7 +153,7 @@ __attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size
 
 // One row against four columns (the rows left below the last 4-row tile). Edge tiles read b with a run-time
 // step (1 when transposed, ldb otherwise): they are not worth a copy per layout.
-__attribute__((noinline)) void gemm_tile_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
+__attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
   const float* __restrict a = g.a + i * g.lda;
   const std::size_t step = g.transpose_b ? 1 : g.ldb, next_col = g.transpose_b ? g.ldb : 1;
   const float* __restrict b0 = g.transpose_b ? g.b + j0 * g.ldb : g.b + j0;
@@ -173,7 +173,7 @@ __attribute__((noinline)) void gemm_tile_1x4_scalar(const GemmArgs& g, std::size
 }
 
 // Four rows against one column (the columns left right of the last 4-column tile), and one element.
-__attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size_t i0, std::size_t j) noexcept {
+__attribute__((noinline)) void gemm_4x1_scalar(const GemmArgs& g, std::size_t i0, std::size_t j) noexcept {
   const float* __restrict a0 = g.a + i0 * g.lda;
   const float* __restrict a1 = a0 + g.lda;
   const float* __restrict a2 = a1 + g.lda;
@@ -196,7 +196,7 @@ __attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size
   c[3 * g.ldc] = c3;
 }
 
-__attribute__((noinline)) void gemm_tile_1x1_scalar(const GemmArgs& g, std::size_t i, std::size_t j) noexcept {
+__attribute__((noinline)) void gemm_1x1_scalar(const GemmArgs& g, std::size_t i, std::size_t j) noexcept {
   const float* __restrict a = g.a + i * g.lda;
   const float* __restrict b = g.transpose_b ? g.b + j * g.ldb : g.b + j;
   const std::size_t step = g.transpose_b ? 1 : g.ldb;
@@ -206,28 +206,28 @@ __attribute__((noinline)) void gemm_tile_1x1_scalar(const GemmArgs& g, std::size
 }
 
 template <bool TransposeB>
-void gemm_scalar_impl(const GemmArgs& g) noexcept {
+void gemm_tiles_scalar(const GemmArgs& g) noexcept {
   const std::size_t m4 = g.m - g.m % gemm_mr, n4 = g.n - g.n % gemm_nr;
   for (std::size_t i0 = 0; i0 < m4; i0 += gemm_mr) {
-    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_4x4_scalar<TransposeB>(g, i0, j0);
-    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_4x1_scalar(g, i0, j);
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_4x4_scalar<TransposeB>(g, i0, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_4x1_scalar(g, i0, j);
   }
   for (std::size_t i = m4; i < g.m; ++i) {
-    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_1x4_scalar(g, i, j0);
-    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_1x1_scalar(g, i, j);
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_1x4_scalar(g, i, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_1x1_scalar(g, i, j);
   }
 }
 
 void gemm_scalar(const GemmArgs& g) noexcept {
   if (g.transpose_b) {
-    gemm_scalar_impl<true>(g);
+    gemm_tiles_scalar<true>(g);
   } else {
-    gemm_scalar_impl<false>(g);
+    gemm_tiles_scalar<false>(g);
   }
 }
 
-__attribute__((noinline)) void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) y[i] = exp_scalar(x[i]);
+__attribute__((noinline)) void exp_scalar(const float* x, float* y, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp_float(x[i]);
 }
 
 void softmax_row_scalar(float* x, std::size_t n) noexcept {
@@ -243,7 +243,7 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
   // x − m in place, then the exp kernel over the row (one inlined exp in the library, not two), then the sum.
   // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN.
   for (std::size_t i = 0; i < n; ++i) x[i] -= m;
-  exp_scalar_n(x, x, n);
+  exp_scalar(x, x, n);
   float sum = 0.0f;
   for (std::size_t i = 0; i < n; ++i) sum += x[i];
   const float inv = 1.0f / sum;
@@ -270,8 +270,8 @@ constexpr float exp2_addends[12] = {exp2_constants::c5, exp2_constants::c4, exp2
                                     exp2_constants::c3, exp2_constants::c2, exp2_constants::c1, exp2_constants::c0};
 #endif
 
-__attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::size_t bk, float u0, float u1, float& sum0,
-                                                   float& sum1) noexcept {
+__attribute__((noinline)) void attn_softmax_nx2_scalar(float* __restrict x, std::size_t bk, float u0, float u1,
+                                                       float& sum0, float& sum1) noexcept {
   float s0 = 0.0f, s1 = 0.0f;
   if (std::size_t j = bk) do {  // tested at the bottom
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
@@ -282,10 +282,10 @@ __attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::siz
                    : "=t"(a5), "=t"(a4), "=t"(a3), "=t"(a2), "=t"(a1), "=t"(a0), "=t"(b5), "=t"(b4), "=t"(b3), "=t"(b2),
                      "=t"(b1), "=t"(b0)
                    : "r"(exp2_addends), "m"(exp2_addends));
-      const float p0 = exp2_nonpositive_with(x[0] - u0, a5, a4, a3, a2, a1, a0);
-      const float p1 = exp2_nonpositive_with(x[1] - u1, b5, b4, b3, b2, b1, b0);
+      const float p0 = exp2_nonpositive_float_with(x[0] - u0, a5, a4, a3, a2, a1, a0);
+      const float p1 = exp2_nonpositive_float_with(x[1] - u1, b5, b4, b3, b2, b1, b0);
 #else
-      const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
+      const float p0 = exp2_nonpositive_float(x[0] - u0), p1 = exp2_nonpositive_float(x[1] - u1);
 #endif
       x[0] = p0, x[1] = p1;
       s0 += p0, s1 += p1;
@@ -296,8 +296,8 @@ __attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::siz
 
 // A full tile (4 lanes): one pass reads each key's four scores together (contiguous, no lane loop), the
 // running values of all lanes stay in registers. Per lane the same operations in the same order as below.
-__attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::size_t bk, float* __restrict m,
-                                                   float* __restrict l, float* __restrict alpha) noexcept {
+__attribute__((noinline)) void attn_softmax_nx4_scalar(float* __restrict s, std::size_t bk, float* __restrict m,
+                                                       float* __restrict l, float* __restrict alpha) noexcept {
   float m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
   const float* __restrict sj = s;
   for (std::size_t j = bk; j != 0; --j, sj += br) {
@@ -309,8 +309,8 @@ __attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::siz
   const float u0 = m0 == -INFINITY ? 0.0f : m0, u1 = m1 == -INFINITY ? 0.0f : m1;
   const float u2 = m2 == -INFINITY ? 0.0f : m2, u3 = m3 == -INFINITY ? 0.0f : m3;
   float sums[4];
-  attn_exp2_lane_pair(s, bk, u0, u1, sums[0], sums[1]);
-  attn_exp2_lane_pair(s + 2, bk, u2, u3, sums[2], sums[3]);
+  attn_softmax_nx2_scalar(s, bk, u0, u1, sums[0], sums[1]);
+  attn_softmax_nx2_scalar(s + 2, bk, u2, u3, sums[2], sums[3]);
   alpha[0] = u0, alpha[1] = u1, alpha[2] = u2, alpha[3] = u3;  // once per block: a loop, not four copies
   for (std::size_t i = 0; i < 4; ++i) {
     const float a = exp2_nonpositive_call(m[i] - alpha[i]);
@@ -322,7 +322,7 @@ __attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::siz
 
 void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
   if (br == 4 && nq == 4) {
-    attn_softmax_4lanes(s, bk, m, l, alpha);
+    attn_softmax_nx4_scalar(s, bk, m, l, alpha);
     return;
   }
   for (std::size_t i = 0; i < nq; ++i) {
@@ -344,9 +344,9 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
 // P·V of a full tile (br = 4 lanes) for columns [c0, c0 + 4): the 16 accumulators ot[c][i] stay in registers
 // across the whole key block (loaded, rescaled by alpha once, stored once), and each key costs 4 loads of p,
 // 4 of v and 16 multiply-adds. Same order as the plain loop: ot·alpha, then + p[j]·v[j][c] for j in order.
-__attribute__((noinline)) void attn_pv_tile_4x4(const float* p, std::size_t bk, const float* __restrict v,
-                                                std::size_t ldv, const float* __restrict alpha,
-                                                float* __restrict ot) noexcept {
+__attribute__((noinline)) void attn_pv_4x4_scalar(const float* p, std::size_t bk, const float* __restrict v,
+                                                  std::size_t ldv, const float* __restrict alpha,
+                                                  float* __restrict ot) noexcept {
   const float al0 = alpha[0], al1 = alpha[1], al2 = alpha[2], al3 = alpha[3];
   float* __restrict o0 = ot;
   float* __restrict o1 = ot + br;
@@ -386,8 +386,8 @@ __attribute__((noinline)) void attn_pv_tile_4x4(const float* p, std::size_t bk, 
 }
 
 // One column, four lanes (the columns left after the 4-column tiles).
-void attn_pv_tile_4x1(const float* __restrict p, std::size_t bk, const float* __restrict v, std::size_t ldv,
-                      const float* __restrict alpha, float* __restrict ot) noexcept {
+void attn_pv_1x4_scalar(const float* __restrict p, std::size_t bk, const float* __restrict v, std::size_t ldv,
+                        const float* __restrict alpha, float* __restrict ot) noexcept {
   float c0 = ot[0] * alpha[0], c1 = ot[1] * alpha[1], c2 = ot[2] * alpha[2], c3 = ot[3] * alpha[3];
   for (std::size_t j = bk; j != 0; --j) {
     const float vj = *v;
@@ -405,8 +405,8 @@ void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t 
                     const float* alpha, float* ot, std::size_t nq) noexcept {
   if (br == 4 && nq == 4) {
     std::size_t c = 0;
-    for (; c + 4 <= d_v; c += 4) attn_pv_tile_4x4(p, bk, v + c, ldv, alpha, ot + c * br);
-    for (; c < d_v; ++c) attn_pv_tile_4x1(p, bk, v + c, ldv, alpha, ot + c * br);
+    for (; c + 4 <= d_v; c += 4) attn_pv_4x4_scalar(p, bk, v + c, ldv, alpha, ot + c * br);
+    for (; c < d_v; ++c) attn_pv_1x4_scalar(p, bk, v + c, ldv, alpha, ot + c * br);
     return;
   }
   // Short tiles (and builds with another Br): one lane at a time, the same order per element.
@@ -465,7 +465,7 @@ void attn_store_out_scalar(const float* ot, const float* l, std::size_t bq, std:
   }
 }
 
-void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept {
+void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_call(x[i]);
 }
 
@@ -496,7 +496,7 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
     alpha[r] = exp2_nonpositive_call(m[r] - m_use);  // once per row and block: the out-of-line copy
     float sum = 0.0f;
     for (std::size_t j = 0; j < bk; ++j) {
-      sr[j] = exp2_nonpositive_scalar(sr[j] - m_use);
+      sr[j] = exp2_nonpositive_float(sr[j] - m_use);
       sum += sr[j];
     }
     l[r] = fmadd(l[r], alpha[r], sum);
@@ -525,13 +525,13 @@ constexpr Kernels scalar_table{"scalar",
                                false,
                                gemm_scalar,
                                softmax_row_scalar,
-                               exp_scalar_n,
+                               exp_scalar,
                                attn_scores_scalar,
                                attn_softmax_scalar,
                                attn_pv_scalar,
                                attn_pack_q_scalar,
                                attn_store_out_scalar,
-                               exp2_nonpositive_scalar_n,
+                               exp2_nonpositive_scalar,
                                few_query_max_scalar,
                                rows_dot_scalar,
                                rows_softmax_scalar,

@@ -49,7 +49,7 @@ MICROATTN_SCALAR_INLINE float horner6(float r, float c0, float c1, float c2, flo
 }
 
 // e^x, the same algorithm (exp_constants.hpp) as the vector kernels, one float at a time.
-MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
+MICROATTN_SCALAR_INLINE float exp_float(float x) noexcept {
   using namespace exp_constants;
   x = x < x_min ? x_min : x;  // written so that a NaN passes through both clamps
   x = x > x_max ? x_max : x;
@@ -68,8 +68,8 @@ MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
 
 // 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), with the Horner addends c5 … c0 passed in (a
 // caller that has them in registers already; each step's fused multiply-add overwrites its addend).
-MICROATTN_SCALAR_INLINE float exp2_nonpositive_with(float x, float c5, float c4, float c3, float c2, float c1,
-                                                    float c0) noexcept {
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_float_with(float x, float c5, float c4, float c3, float c2, float c1,
+                                                          float c0) noexcept {
   using namespace exp2_constants;
   x = x < x_min ? x_min : x;  // NaN passes through
   const float t = x + round_magic;
@@ -81,9 +81,9 @@ MICROATTN_SCALAR_INLINE float exp2_nonpositive_with(float x, float c5, float c4,
 }
 
 // 2^x for x <= 0 or NaN, one float at a time.
-MICROATTN_SCALAR_INLINE float exp2_nonpositive_scalar(float x) noexcept {
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_float(float x) noexcept {
   using namespace exp2_constants;
-  return exp2_nonpositive_with(x, c5, c4, c3, c2, c1, c0);
+  return exp2_nonpositive_float_with(x, c5, c4, c3, c2, c1, c0);
 }
 
 }  // namespace detail

@@ -34,7 +34,7 @@ void gemm_simd(const GemmArgs& g) noexcept {
       rows_axpy_simd(g.a, g.lda, g.m, g.k, g.b, g.ldb, g.n, nullptr, g.c, g.ldc);
     return;
   }
-  gemm_packed(g);
+  gemm_packed_simd(g);
 }
 
 // Attention takes the few-query path up to half a vector of queries: the tile path costs a vector of queries
@@ -52,13 +52,13 @@ constexpr std::size_t few_query_max = lanes / 2;
 
 // The few-row kernels of the table: NEON has its own (above).
 #if XSIMD_WITH_NEON
-constexpr auto few_rows_dot = &rows_dot_neon;
-constexpr auto few_rows_softmax = &rows_softmax_simd;  // as fast as a NEON one: the exp is most of it
-constexpr auto few_rows_axpy = &rows_axpy_neon;
+constexpr auto table_rows_dot = &rows_dot_neon;
+constexpr auto table_rows_softmax = &rows_softmax_simd;  // as fast as a NEON one: the exp is most of it
+constexpr auto table_rows_axpy = &rows_axpy_neon;
 #else
-constexpr auto few_rows_dot = &rows_dot_simd;
-constexpr auto few_rows_softmax = &rows_softmax_simd;
-constexpr auto few_rows_axpy = &rows_axpy_simd;
+constexpr auto table_rows_dot = &rows_dot_simd;
+constexpr auto table_rows_softmax = &rows_softmax_simd;
+constexpr auto table_rows_axpy = &rows_axpy_simd;
 #endif
 
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
@@ -78,9 +78,9 @@ const Kernels simd_table{arch::name(),
                          attn_store_out_simd,
                          exp2_nonpositive_simd,
                          few_query_max,
-                         few_rows_dot,
-                         few_rows_softmax,
-                         few_rows_axpy};
+                         table_rows_dot,
+                         table_rows_softmax,
+                         table_rows_axpy};
 
 }  // namespace
 

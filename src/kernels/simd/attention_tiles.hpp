@@ -123,7 +123,7 @@ inline vfloat exp2_nonpositive_vec(vfloat x) noexcept {
 void exp2_nonpositive_simd(const float* x, float* y, std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) exp2_nonpositive_vec(vfloat::load_unaligned(x + i)).store_unaligned(y + i);
-  for (; i < n; ++i) y[i] = exp2_nonpositive_scalar(x[i]);
+  for (; i < n; ++i) y[i] = exp2_nonpositive_float(x[i]);
 }
 
 // Lanes [0, nq) rounded up to whole vectors: full-width panels first, then single vectors.

@@ -9,7 +9,7 @@ namespace {
 
 // --- exp -------------------------------------------------------------------------------------------------
 
-// e^x per lane; algorithm and constants in exp_constants.hpp, identical to exp_scalar().
+// e^x per lane; algorithm and constants in exp_constants.hpp, identical to exp_float().
 inline vfloat exp_vec(vfloat x) noexcept {
   using namespace exp_constants;
   // On x86, max/min return their SECOND operand when either is NaN, and NEON's propagate NaN: a NaN x

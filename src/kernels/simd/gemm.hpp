@@ -22,7 +22,7 @@ constexpr std::size_t gemm_mr = 8, gemm_nv = 2;  // 16 of 32 zmm accumulate, 8×
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16 ymm, 6×16
 #define MICROATTN_GEMM_NAME "gemm_6x16_avx2"
 #elif XSIMD_WITH_NEON64
-// NEON tiles (gemm_tile_neon below): MR·NV accumulators, MR vectors of a (four k-steps of a row each, used by
+// NEON tiles (gemm_mrxnr_neon below): MR·NV accumulators, MR vectors of a (four k-steps of a row each, used by
 // lane), one or two vectors of b: 16 + 8 + 2 of 32 registers.
 constexpr std::size_t gemm_mr = 8, gemm_nv = 2;
 #define MICROATTN_GEMM_NAME "gemm_8x8_neon64"
@@ -32,7 +32,7 @@ constexpr std::size_t gemm_mr = 4, gemm_nv = 2;
 #define MICROATTN_GEMM_NAME "gemm_4x8_neon"
 #else  // sse2: 16 registers of 4 floats
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16, 6×8
-#define MICROATTN_GEMM_NAME "gemm_6x8_sse2_neon"
+#define MICROATTN_GEMM_NAME "gemm_6x8_sse2"
 #endif
 constexpr std::size_t gemm_nr = gemm_nv * lanes;
 constexpr std::size_t gemm_kc = matmul_block_k;
@@ -48,8 +48,8 @@ enum class Epilogue { store, add, scale_add };
 // column-major (a[r + p·lda]: the rows of V seen as columns, for P·V). The epilogue is a template argument:
 // with a run-time choice GCC keeps the accumulators in memory across the three paths.
 template <std::size_t MR, std::size_t NV, bool AColMajor, Epilogue E>
-void gemm_tile(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t kc, float* c,
-               std::size_t ldc, const float* col_scale) noexcept {
+void gemm_mrxnr_simd(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t kc, float* c,
+                     std::size_t ldc, const float* col_scale) noexcept {
   vfloat acc[MR][NV];
   for (std::size_t r = 0; r < MR; ++r)
     for (std::size_t v = 0; v < NV; ++v) acc[r][v] = vfloat(0.0f);
@@ -73,7 +73,7 @@ void gemm_tile(const float* a, std::size_t lda, const float* b, std::size_t ldb,
 }
 
 #if XSIMD_WITH_NEON
-// NEON micro-kernel (AArch64 and ARMv7), used in place of gemm_tile. Same contract; what differs is how a reaches
+// NEON micro-kernel (AArch64 and ARMv7), used in place of gemm_mrxnr_simd. Same contract; what differs is how a reaches
 // the FMAs: xsimd can only broadcast one float per register (a load-and-duplicate per row and k-step, and GCC 12
 // then keeps acc[][] on the stack), whereas NEON multiplies by a lane: one vector load brings four floats of a,
 // used by the four lane-indexed FMAs (AArch64 FMLA by element; ARMv7 has no fused multiply-add by scalar, so
@@ -149,8 +149,8 @@ MICROATTN_NEON_INLINE void neon_step_cols(float32x4_t (&acc)[MR][NV], const floa
 // LDB: the row stride of b, known per table (matmul's packed panels: gemm_nr; attention tiles: br), so the
 // loads of b take immediate offsets (LDP pairs) instead of one register-offset load and add each.
 template <std::size_t MR, std::size_t NV, bool AColMajor, Epilogue E, std::size_t LDB>
-void gemm_tile_neon(const float* a, std::size_t lda, const float* b, std::size_t /*ldb == LDB*/, std::size_t kc,
-                    float* c, std::size_t ldc, const float* col_scale) noexcept {
+void gemm_mrxnr_neon(const float* a, std::size_t lda, const float* b, std::size_t /*ldb == LDB*/, std::size_t kc,
+                     float* c, std::size_t ldc, const float* col_scale) noexcept {
   constexpr std::size_t ldb = LDB;
   float32x4_t acc[MR][NV];
   MICROATTN_NEON_UNROLL
@@ -217,9 +217,9 @@ struct TileTable {
 template <std::size_t NV, bool AColMajor, Epilogue E, std::size_t LDB, std::size_t... I>
 constexpr TileTable<sizeof...(I)> make_tile_table(std::index_sequence<I...>) {
 #if XSIMD_WITH_NEON
-  return TileTable<sizeof...(I)>{{&gemm_tile_neon<I + 1, NV, AColMajor, E, LDB>...}};
+  return TileTable<sizeof...(I)>{{&gemm_mrxnr_neon<I + 1, NV, AColMajor, E, LDB>...}};
 #else
-  return TileTable<sizeof...(I)>{{&gemm_tile<I + 1, NV, AColMajor, E>...}};
+  return TileTable<sizeof...(I)>{{&gemm_mrxnr_simd<I + 1, NV, AColMajor, E>...}};
 #endif
 }
 constexpr auto mr_rows = std::make_index_sequence<gemm_mr>{};
@@ -256,7 +256,7 @@ void pack_b(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0, s
   }
 }
 
-void gemm_packed(const GemmArgs& g) noexcept {
+void gemm_packed_simd(const GemmArgs& g) noexcept {
   alignas(64) float bp[gemm_kc * gemm_nc];
   alignas(64) float edge[gemm_mr * gemm_nr];  // ragged right edge: computed whole here, then copied
   for (std::size_t jc = 0; jc < g.n; jc += gemm_nc) {

@@ -50,8 +50,8 @@ inline void in_register(vfloat& x) noexcept {
 // (attention with a few queries, matmul with small m); long rows (matmul) take fewer keys and unroll the inner
 // dimension instead, so fewer rows of b stream at once. Tiles missing rows or keys re-read the first one.
 template <std::size_t RK, std::size_t KK, std::size_t U>
-void rows_dot_tile(const float* q, std::size_t ldq, std::size_t nr, const float* k, std::size_t ldk, std::size_t nk,
-                   std::size_t d, float* s, std::size_t lds) noexcept {
+void rows_dot_rxk_simd(const float* q, std::size_t ldq, std::size_t nr, const float* k, std::size_t ldk, std::size_t nk,
+                       std::size_t d, float* s, std::size_t lds) noexcept {
   static_assert(RK * KK * U <= lanes, "one vector of dot products per tile");
   const float* qr[RK];
   const float* kj[KK];
@@ -102,8 +102,8 @@ void rows_dot_tile(const float* q, std::size_t ldq, std::size_t nr, const float*
 // One row against `lanes` keys with a head dim of NQV whole vectors (attention while decoding, d = 64: 4 on
 // AVX-512): q sits in registers and each key is one short chain of NQV FMAs, so a single pointer walks the keys.
 template <std::size_t NQV>
-void rows_dot_row_tile(const float* q, const float* k, std::size_t ldk, std::size_t nk, std::size_t d,
-                       float* s) noexcept {
+void rows_dot_1xlanes_simd(const float* q, const float* k, std::size_t ldk, std::size_t nk, std::size_t d,
+                           float* s) noexcept {
   vfloat qv[NQV];
   for (std::size_t v = 0; v < NQV; ++v) qv[v] = vfloat::load_unaligned(q + v * lanes);
   vfloat rows[lanes];
@@ -126,13 +126,14 @@ void rows_dot_row_tile(const float* q, const float* k, std::size_t ldk, std::siz
     s[j] = dot;
   }
 }
-using rows_dot_row_fn = void (*)(const float*, const float*, std::size_t, std::size_t, std::size_t, float*) noexcept;
+using rows_dot_1xlanes_fn = void (*)(const float*, const float*, std::size_t, std::size_t, std::size_t,
+                                     float*) noexcept;
 constexpr std::size_t row_tile_vectors_max = 8;  // head dims up to 8 vectors (128 floats on AVX-512)
 template <std::size_t... I>
-constexpr std::array<rows_dot_row_fn, sizeof...(I)> make_row_tiles(std::index_sequence<I...>) {
-  return {{&rows_dot_row_tile<I + 1>...}};
+constexpr std::array<rows_dot_1xlanes_fn, sizeof...(I)> make_1xlanes_tiles(std::index_sequence<I...>) {
+  return {{&rows_dot_1xlanes_simd<I + 1>...}};
 }
-constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_tile_vectors_max>{});
+constexpr auto rows_dot_1xlanes_tiles = make_1xlanes_tiles(std::make_index_sequence<row_tile_vectors_max>{});
 
 #if !XSIMD_WITH_NEON
 // A few rows (RK = 1 … 8) against keys with a short head dim of NQV whole vectors (attention while decoding, d = 64:
@@ -143,8 +144,8 @@ constexpr auto rows_dot_row_tiles = make_row_tiles(std::make_index_sequence<row_
 // One tile with the head dim outer: rows q[r·ldq …] × keys kp[j·ldk …] for r < RK, j < KK, into lane r·KK + j of
 // the result; each step loads RK vectors of q and one of each key.
 template <std::size_t RK, std::size_t NQV>
-inline __attribute__((always_inline)) vfloat rows_dot_short_tile(const float* q, std::size_t ldq, const float* kp,
-                                                                 std::size_t ldk) noexcept {
+inline __attribute__((always_inline)) vfloat rows_dot_rxk_short_x86(const float* q, std::size_t ldq, const float* kp,
+                                                                    std::size_t ldk) noexcept {
   constexpr std::size_t KK = lanes / RK;
   vfloat acc[lanes];  // acc[r·KK + j]: row r, key j
 #pragma GCC unroll 8
@@ -177,8 +178,8 @@ template <std::size_t RK, std::size_t NQV>
 constexpr bool rows_dot_keywise = RK == 1 || RK* NQV + lanes <= vector_registers - 4;
 
 template <std::size_t RK, std::size_t NQV>
-void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t ldk, std::size_t bk, float* s,
-                    std::size_t lds) noexcept {
+void rows_dot_rxn_short_x86(const float* q, std::size_t ldq, const float* k, std::size_t ldk, std::size_t bk, float* s,
+                            std::size_t lds) noexcept {
   constexpr std::size_t KK = lanes / RK;
   static_assert(KK >= 1 && RK * KK == lanes, "one vector of dot products per tile");
   alignas(64) float dots[lanes];
@@ -218,7 +219,7 @@ void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t
     }
   } else {
     for (; j0 + KK <= bk; j0 += KK) {
-      rows_dot_short_tile<RK, NQV>(q, ldq, k + j0 * ldk, ldk).store_aligned(dots);
+      rows_dot_rxk_short_x86<RK, NQV>(q, ldq, k + j0 * ldk, ldk).store_aligned(dots);
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds + j0, dots + r * KK, KK * sizeof(float));
     }
@@ -228,19 +229,19 @@ void rows_dot_short(const float* q, std::size_t ldq, const float* k, std::size_t
     const std::size_t nk = bk - j0;
     for (std::size_t j = 0; j < KK; ++j)
       std::memcpy(kpad + j * NQV * lanes, k + (j0 + (j < nk ? j : nk - 1)) * ldk, NQV * lanes * sizeof(float));
-    rows_dot_short_tile<RK, NQV>(q, ldq, kpad, NQV * lanes).store_aligned(dots);
+    rows_dot_rxk_short_x86<RK, NQV>(q, ldq, kpad, NQV * lanes).store_aligned(dots);
     for (std::size_t r = 0; r < RK; ++r) std::memcpy(s + r * lds + j0, dots + r * KK, nk * sizeof(float));
   }
 }
-using rows_dot_short_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*,
-                                   std::size_t) noexcept;
+using rows_dot_rxn_short_fn = void (*)(const float*, std::size_t, const float*, std::size_t, std::size_t, float*,
+                                       std::size_t) noexcept;
 constexpr std::size_t short_rows_max = lanes < 8 ? lanes : 8;  // RK = 1, 2, 4, 8 (as the lanes allow)
 template <std::size_t RK, std::size_t... I>
-constexpr std::array<rows_dot_short_fn, sizeof...(I)> make_short_tiles(std::index_sequence<I...>) {
-  return {{&rows_dot_short<RK, I + 1>...}};
+constexpr std::array<rows_dot_rxn_short_fn, sizeof...(I)> make_short_tiles(std::index_sequence<I...>) {
+  return {{&rows_dot_rxn_short_x86<RK, I + 1>...}};
 }
 // [log2(RK)][NQV − 1]; rows beyond short_rows_max are never asked for (the table repeats its widest tile)
-constexpr std::array<rows_dot_short_fn, row_tile_vectors_max> rows_dot_short_tiles[4] = {
+constexpr std::array<rows_dot_rxn_short_fn, row_tile_vectors_max> rows_dot_rxn_short_tiles[4] = {
     make_short_tiles<1>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<2>(std::make_index_sequence<row_tile_vectors_max>{}),
     make_short_tiles<(4 < short_rows_max ? 4 : short_rows_max)>(std::make_index_sequence<row_tile_vectors_max>{}),
@@ -250,8 +251,8 @@ constexpr std::array<rows_dot_short_fn, row_tile_vectors_max> rows_dot_short_til
 // tile, one accumulator each (KK chains hide the FMA latency), q loaded once per step for the KK FMAs; no zeroing
 // or spilling of a whole-vector array per tile.
 template <std::size_t KK>
-void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
-                       float* s) noexcept {
+void rows_dot_1xn_long_x86(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                           float* s) noexcept {
   static_assert(KK <= lanes, "one vector of dot products per tile");
   const std::size_t dv = d - d % lanes;
   alignas(64) float dots[lanes];
@@ -281,15 +282,15 @@ void rows_dot_one_long(const float* q, std::size_t d, const float* k, std::size_
 #if XSIMD_WITH_AVX512F
 // One row with a long inner dimension (x·Wᵀ with m = 1, 128 < k <= 256 on AVX-512): a tile of 16 keys gives one
 // vector of dot products. q is held 8 vectors at a time; for each such chunk the tile's keys are walked one after
-// another through one pointer stepping by ldk, each key's part of the chunk read in order. rows_dot_one_long (16
+// another through one pointer stepping by ldk, each key's part of the chunk read in order. rows_dot_1xn_long_x86 (16
 // keys × 16 vectors at k = 256) names 16 rows at once, and GCC kept their addresses in vector registers and on
 // the stack. Each line of a key's chunk is prefetched just before its loads: measured, not derived (W is in L2
 // at 256²; a prefetch of the next tile was slower, and none at all left the kernel at Eigen's speed). x·Wᵀ with
-// m = 1 at 256², paired runs: rows_dot_one_long 2.6–2.8 µs (0.97–1.06 of Eigen), this without the prefetch
-// 2.8, with it 2.1 (1.26–1.32). AVX2 keeps rows_dot_one_long: 4-vector chunks there were no faster.
+// m = 1 at 256², paired runs: rows_dot_1xn_long_x86 2.6–2.8 µs (0.97–1.06 of Eigen), this without the prefetch
+// 2.8, with it 2.1 (1.26–1.32). AVX2 keeps rows_dot_1xn_long_x86: 4-vector chunks there were no faster.
 constexpr std::size_t row_chunk = 8;  // vectors of q in registers, beside 16 accumulators
-void rows_dot_one_chunks(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
-                         float* s) noexcept {
+void rows_dot_1xn_chunk_avx512(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                               float* s) noexcept {
   const std::size_t dv = d - d % lanes, dc = dv - dv % (row_chunk * lanes);
   alignas(64) float dots[lanes];
   for (std::size_t j0 = 0; j0 < bk; j0 += lanes) {
@@ -336,8 +337,9 @@ void rows_dot_one_chunks(const float* q, std::size_t d, const float* k, std::siz
 // same L1 sets: 0.93–0.96 of Eigen) and one stream (0.95); README "Decoding: few queries, small-m matmul". The S
 // keys of a group share their alignment only when ldk is a whole number of vectors; otherwise one at a time.
 template <std::size_t U, std::size_t S>
-inline __attribute__((always_inline)) void rows_dot_stream_group(const float* q, std::size_t d, const float* k,
-                                                                 std::size_t ldk, vfloat index, vfloat* sums) noexcept {
+inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* q, std::size_t d, const float* k,
+                                                                   std::size_t ldk, vfloat index,
+                                                                   vfloat* sums) noexcept {
   constexpr std::size_t prefetch_bytes = 256;
   constexpr std::size_t vector_bytes = lanes * sizeof(float);
   // d > dot_long >= lanes: the head and tail vectors lie within each key
@@ -388,8 +390,8 @@ inline __attribute__((always_inline)) void rows_dot_stream_group(const float* q,
   }
 }
 
-void rows_dot_one_stream(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
-                         float* s) noexcept {
+void rows_dot_1xn_stream_x86(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
+                             float* s) noexcept {
   constexpr std::size_t S = 4;
   constexpr std::size_t U = lanes >= 16 ? 4 : 2;  // S·U accumulators: 16 of AVX-512's 32 registers, 8 of 16 else
   static_assert(lanes <= 16 && lanes % S == 0, "the lane indices below; whole groups in a vector of keys");
@@ -402,8 +404,8 @@ void rows_dot_one_stream(const float* q, std::size_t d, const float* k, std::siz
     for (std::size_t j = 0; j < lanes; ++j) rows[j] = vfloat(0.0f);
     std::size_t j = 0;
     if (groups)
-      for (; j + S <= nk; j += S) rows_dot_stream_group<U, S>(q, d, k + (j0 + j) * ldk, ldk, index, rows + j);
-    for (; j < nk; ++j) rows_dot_stream_group<U, 1>(q, d, k + (j0 + j) * ldk, ldk, index, rows + j);
+      for (; j + S <= nk; j += S) rows_dot_1xk_stream_x86<U, S>(q, d, k + (j0 + j) * ldk, ldk, index, rows + j);
+    for (; j < nk; ++j) rows_dot_1xk_stream_x86<U, 1>(q, d, k + (j0 + j) * ldk, ldk, index, rows + j);
     alignas(64) float dots[lanes];
     sum_lanes_of_rows(rows).store_aligned(dots);
     std::memcpy(s + j0, dots, nk * sizeof(float));
@@ -417,10 +419,10 @@ using rows_dot_fn = void (*)(const float*, std::size_t, std::size_t, const float
                              std::size_t, float*, std::size_t) noexcept;
 // [rows: 1, 2, 4][short, long inner dimension]
 constexpr std::size_t dot_long = 256;  // longer rows than this unroll the inner dimension (matmul)
-constexpr rows_dot_fn rows_dot_tiles[3][2] = {
-    {&rows_dot_tile<1, lanes, 1>, &rows_dot_tile<1, lanes / 2, 2>},
-    {&rows_dot_tile<2, lanes / 2, 1>, &rows_dot_tile<2, lanes / 4 < 1 ? 1 : lanes / 4, lanes / 4 < 1 ? 1 : 2>},
-    {&rows_dot_tile<4, lanes / 4, 1>, &rows_dot_tile<4, lanes / 4, 1>}};
+constexpr rows_dot_fn rows_dot_rxk_tiles[3][2] = {
+    {&rows_dot_rxk_simd<1, lanes, 1>, &rows_dot_rxk_simd<1, lanes / 2, 2>},
+    {&rows_dot_rxk_simd<2, lanes / 2, 1>, &rows_dot_rxk_simd<2, lanes / 4 < 1 ? 1 : lanes / 4, lanes / 4 < 1 ? 1 : 2>},
+    {&rows_dot_rxk_simd<4, lanes / 4, 1>, &rows_dot_rxk_simd<4, lanes / 4, 1>}};
 constexpr std::size_t rows_dot_keys[3][2] = {
     {lanes, lanes / 2}, {lanes / 2, lanes / 4 < 1 ? 1 : lanes / 4}, {lanes / 4, lanes / 4}};
 
@@ -428,10 +430,10 @@ constexpr std::size_t rows_dot_keys[3][2] = {
 // inner dimension instead: the last rows of an odd nr (m = 3, 5, 7) used their own, wider tiles for kk keys and
 // re-read the first key in the rest (m = 7 at 256²: 0.81–1.22 of Eigen, against m = 8's 1.7–2.1).
 constexpr std::size_t quarter_lanes = lanes / 4 < 1 ? 1 : lanes / 4;
-rows_dot_fn rows_dot_narrow_tile(std::size_t rk, std::size_t kk) noexcept {
-  if (rk == 2) return &rows_dot_tile<2, quarter_lanes, lanes / (2 * quarter_lanes)>;
-  return kk == quarter_lanes ? &rows_dot_tile<1, quarter_lanes, lanes / quarter_lanes>
-                             : &rows_dot_tile<1, lanes / 2, 2>;
+rows_dot_fn narrow_rows_dot_rxk(std::size_t rk, std::size_t kk) noexcept {
+  if (rk == 2) return &rows_dot_rxk_simd<2, quarter_lanes, lanes / (2 * quarter_lanes)>;
+  return kk == quarter_lanes ? &rows_dot_rxk_simd<1, quarter_lanes, lanes / quarter_lanes>
+                             : &rows_dot_rxk_simd<1, lanes / 2, 2>;
 }
 
 void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
@@ -440,7 +442,7 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
 #if !XSIMD_WITH_NEON
   if (nqv >= 1 && nqv <= row_tile_vectors_max && nqv * lanes == d) {
     if (nr == 1) {  // one row: all keys in one call, q held in registers
-      rows_dot_short_tiles[0][nqv - 1](q, ldq, k, ldk, bk, s, lds);
+      rows_dot_rxn_short_tiles[0][nqv - 1](q, ldq, k, ldk, bk, s, lds);
       return;
     }
     // Keys outer, row groups of 8, 4, 2 (as the lanes allow), then 1, inner.
@@ -449,7 +451,7 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
       for (std::size_t r0 = 0; r0 < nr;) {
         const std::size_t left = nr - r0;
         const std::size_t t = left >= 8 && short_rows_max >= 8 ? 3 : left >= 4 && short_rows_max >= 4 ? 2 : left >= 2;
-        rows_dot_short_tiles[t][nqv - 1](q + r0 * ldq, ldq, k + j0 * ldk, ldk, nk, s + r0 * lds + j0, lds);
+        rows_dot_rxn_short_tiles[t][nqv - 1](q + r0 * ldq, ldq, k + j0 * ldk, ldk, nk, s + r0 * lds + j0, lds);
         r0 += std::size_t{1} << t;
       }
     }
@@ -460,18 +462,18 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
   if (nr == 1 && nqv > row_tile_vectors_max) {  // longer rows: fewer streams
     if (d <= dot_long)
 #if XSIMD_WITH_AVX512F
-      rows_dot_one_chunks(q, d, k, ldk, bk, s);
+      rows_dot_1xn_chunk_avx512(q, d, k, ldk, bk, s);
 #else
-      rows_dot_one_long<lanes>(q, d, k, ldk, bk, s);
+      rows_dot_1xn_long_x86<lanes>(q, d, k, ldk, bk, s);
 #endif
     else
-      rows_dot_one_stream(q, d, k, ldk, bk, s);
+      rows_dot_1xn_stream_x86(q, d, k, ldk, bk, s);
     return;
   }
 #endif
   if (nr == 1 && nqv >= 1 && nqv <= row_tile_vectors_max) {
     for (std::size_t j0 = 0; j0 < bk; j0 += lanes)
-      rows_dot_row_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
+      rows_dot_1xlanes_tiles[nqv - 1](q, k + j0 * ldk, ldk, bk - j0 < lanes ? bk - j0 : lanes, d, s + j0);
     return;
   }
   const std::size_t lng = d > dot_long ? 1 : 0;
@@ -486,9 +488,9 @@ void rows_dot_simd(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
       const std::size_t t = left >= 4 && tile_rows == 2 ? 2 : left >= 2 && tile_rows >= 1 ? 1 : 0;
       const std::size_t rk = t == 2 ? 4 : t == 1 ? 2 : 1;
       if (rows_dot_keys[t][lng] == kk) {
-        rows_dot_tiles[t][lng](q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
+        rows_dot_rxk_tiles[t][lng](q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
       } else {  // the last 1 or 2 rows of nr: a tile of theirs with the group's key width, so no key is re-read
-        rows_dot_narrow_tile(rk, kk)(q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
+        narrow_rows_dot_rxk(rk, kk)(q + r0 * ldq, ldq, rk, k + j0 * ldk, ldk, nk, d, s + r0 * lds + j0, lds);
       }
       r0 += rk;
     }
@@ -546,7 +548,7 @@ void rows_softmax_simd(float* s, std::size_t lds, std::size_t nr, std::size_t bk
       sums[r] = sum0 + sum1;
       float t = 0.0f;
       for (j = bv; j < bk; ++j) {
-        sr[j] = exp2_nonpositive_scalar(sr[j] - mu[r]);
+        sr[j] = exp2_nonpositive_float(sr[j] - mu[r]);
         t += sr[j];
       }
       tail[r] = t;
@@ -591,8 +593,8 @@ constexpr std::size_t axpy_vectors(std::size_t rr) {
 constexpr std::size_t axpy_chains(std::size_t rr, std::size_t cv) { return rr * cv * 2 <= axpy_acc_budget ? 2 : 1; }
 
 template <std::size_t RR, std::size_t CV, std::size_t CH>
-void rows_axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv,
-                    const float* alpha, float* o, std::size_t ldo) noexcept {
+void rows_axpy_rxc_simd(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv,
+                        const float* alpha, float* o, std::size_t ldo) noexcept {
   vfloat acc[CH][RR][CV];
   for (std::size_t h = 0; h < CH; ++h)
     for (std::size_t r = 0; r < RR; ++r)
@@ -627,18 +629,18 @@ void rows_axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const float
 }
 
 template <std::size_t RR>
-void rows_axpy_group(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
-                     const float* alpha, float* o, std::size_t ldo) noexcept {
+void rows_axpy_rxn_simd(const float* p, std::size_t ldp, std::size_t bk, const float* v, std::size_t ldv,
+                        std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
   constexpr std::size_t cv = axpy_vectors(RR);
   constexpr std::size_t width = cv * lanes;
   std::size_t c = 0;
   for (; c + width <= d_v; c += width)
-    rows_axpy_tile<RR, cv, axpy_chains(RR, cv)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+    rows_axpy_rxc_simd<RR, cv, axpy_chains(RR, cv)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
   if constexpr (cv > 4)  // e.g. d_v = 64 under an 8-vector tile
     for (; c + 4 * lanes <= d_v; c += 4 * lanes)
-      rows_axpy_tile<RR, 4, axpy_chains(RR, 4)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+      rows_axpy_rxc_simd<RR, 4, axpy_chains(RR, 4)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
   for (; c + lanes <= d_v; c += lanes)
-    rows_axpy_tile<RR, 1, axpy_chains(RR, 1)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
+    rows_axpy_rxc_simd<RR, 1, axpy_chains(RR, 1)>(p, ldp, bk, v + c, ldv, alpha, o + c, ldo);
   for (; c < d_v; ++c)  // columns short of a vector
     for (std::size_t r = 0; r < RR; ++r) {
       float acc = 0.0f;
@@ -652,9 +654,9 @@ using rows_axpy_fn = void (*)(const float*, std::size_t, std::size_t, const floa
                               const float*, float*, std::size_t) noexcept;
 template <std::size_t... I>
 constexpr std::array<rows_axpy_fn, sizeof...(I)> make_axpy_table(std::index_sequence<I...>) {
-  return {{&rows_axpy_group<I + 1>...}};
+  return {{&rows_axpy_rxn_simd<I + 1>...}};
 }
-constexpr auto rows_axpy_groups = make_axpy_table(std::make_index_sequence<axpy_rows_max>{});
+constexpr auto rows_axpy_rxn_tiles = make_axpy_table(std::make_index_sequence<axpy_rows_max>{});
 
 // Keys in blocks of axpy_keys: a block's rows of v (all columns) stay in L1/L2 while the column tiles sweep them,
 // instead of every tile streaming a column strip through all of v (matmul with a long k). o takes the block sums.
@@ -669,7 +671,7 @@ constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 
 
 // One row against long rows of v (x·W with m = 1, n > 256): o += Σ_j p[j]·v[j·ldv …], 8 rows of v at a time, each
 // walked whole and in order, o (in L1) loaded and stored once per 8 rows, as Eigen's GEMV walks 4. The column tiles
-// of rows_axpy_group (8 rows × 256 columns, then the next 256 columns of the same rows) took 71–72 µs at 1024² (W,
+// of rows_axpy_rxn_simd (8 rows × 256 columns, then the next 256 columns of the same rows) took 71–72 µs at 1024² (W,
 // 4 MiB, from L3) where this took 60–61, switched at run time in one binary (4 rows: 62, 2: 68–70). The vectors
 // of v start at the rows' first cache-line boundary when ldv is whole lines (the columns before it and after the
 // last whole vector go one by one; o takes the misalignment): a std::vector W sits 16 bytes past a line, and every
@@ -678,8 +680,8 @@ constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 
 // no faster there (faster only in a loop alternating kernels) and 15–75 % slower at 8–16 MiB. alpha as in
 // rows_axpy_simd.
 constexpr std::size_t axpy_long_rows = 8;
-void rows_axpy_one_long(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
-                        const float* alpha, float* o) noexcept {
+void rows_axpy_1xn_long_x86(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
+                            const float* alpha, float* o) noexcept {
   const std::size_t head =  // columns before the rows' first line boundary, when all rows share it
       ldv % line_floats == 0
           ? (line_floats - reinterpret_cast<std::uintptr_t>(v) / sizeof(float) % line_floats) % line_floats
@@ -715,7 +717,7 @@ void rows_axpy_one_long(const float* p, std::size_t bk, const float* v, std::siz
 void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                     std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
   if (!XSIMD_WITH_NEON && nr == 1 && d_v > 256) {  // (measured on x86 only)
-    rows_axpy_one_long(p, bk, v, ldv, d_v, alpha, o);
+    rows_axpy_1xn_long_x86(p, bk, v, ldv, d_v, alpha, o);
     return;
   }
   std::size_t kb = d_v > 256 ? axpy_keys_long : axpy_keys;
@@ -725,7 +727,7 @@ void rows_axpy_simd(const float* p, std::size_t ldp, std::size_t nr, std::size_t
     for (std::size_t r0 = 0; r0 < nr; r0 += axpy_rows_max) {
       const std::size_t rr = nr - r0 < axpy_rows_max ? nr - r0 : axpy_rows_max;
       const float* a = j0 > 0 ? axpy_ones : alpha != nullptr ? alpha + r0 : nullptr;
-      rows_axpy_groups[rr - 1](p + r0 * ldp + j0, ldp, nk, v + j0 * ldv, ldv, d_v, a, o + r0 * ldo, ldo);
+      rows_axpy_rxn_tiles[rr - 1](p + r0 * ldp + j0, ldp, nk, v + j0 * ldv, ldv, d_v, a, o + r0 * ldo, ldo);
     }
   }
 }

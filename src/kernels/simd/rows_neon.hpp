@@ -80,7 +80,8 @@ MICROATTN_NEON_INLINE float32x4_t neon_load_next(const float*& row, std::size_t 
 // Dot products of one row chunk q[0, 4·NV) (in registers) with the same columns of bk keys: s[j] = the dot
 // (add: s[j] += it, a later chunk of a long row).
 template <std::size_t NV>
-void rows_dot_neon_chunk(const float* q, const float* k, std::size_t ldk, std::size_t bk, float* s, bool add) noexcept {
+void rows_dot_1xn_chunk_neon(const float* q, const float* k, std::size_t ldk, std::size_t bk, float* s,
+                             bool add) noexcept {
   float32x4_t qv[NV];
   MICROATTN_NEON_UNROLL
   for (std::size_t v = 0; v < NV; ++v) qv[v] = vld1q_f32(q + 4 * v);
@@ -110,12 +111,12 @@ constexpr std::size_t neon_axpy_vectors = 16;
 constexpr std::size_t neon_dot_chunk = 8;  // 8 + 4 + loads, of 16
 constexpr std::size_t neon_axpy_vectors = 8;
 #endif
-using rows_dot_neon_fn = void (*)(const float*, const float*, std::size_t, std::size_t, float*, bool) noexcept;
+using rows_dot_1xn_chunk_fn = void (*)(const float*, const float*, std::size_t, std::size_t, float*, bool) noexcept;
 template <std::size_t... I>
-constexpr std::array<rows_dot_neon_fn, sizeof...(I)> make_dot_chunks(std::index_sequence<I...>) {
-  return {{&rows_dot_neon_chunk<I + 1>...}};
+constexpr std::array<rows_dot_1xn_chunk_fn, sizeof...(I)> make_dot_chunks(std::index_sequence<I...>) {
+  return {{&rows_dot_1xn_chunk_neon<I + 1>...}};
 }
-constexpr auto rows_dot_neon_chunks = make_dot_chunks(std::make_index_sequence<neon_dot_chunk>{});
+constexpr auto rows_dot_1xn_chunk_tiles = make_dot_chunks(std::make_index_sequence<neon_dot_chunk>{});
 
 // Rows one at a time (the keys of a block stay in L1 for the next row), the head dim in chunks of whole vectors,
 // then its tail (d % 4) per key.
@@ -127,7 +128,7 @@ void rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t 
     float* sr = s + r * lds;
     for (std::size_t v0 = 0; v0 < nqv; v0 += neon_dot_chunk) {
       const std::size_t nv = nqv - v0 < neon_dot_chunk ? nqv - v0 : neon_dot_chunk;
-      rows_dot_neon_chunks[nv - 1](qr + 4 * v0, k + 4 * v0, ldk, bk, sr, v0 > 0);
+      rows_dot_1xn_chunk_tiles[nv - 1](qr + 4 * v0, k + 4 * v0, ldk, bk, sr, v0 > 0);
     }
     if (d % 4 != 0)
       for (std::size_t j = 0; j < bk; ++j) {
@@ -149,8 +150,8 @@ MICROATTN_NEON_INLINE void neon_axpy_key(float32x4_t (&acc)[CV], const float* vj
 }
 
 template <std::size_t CV>
-void rows_axpy_neon_tile(const float* p, std::size_t bk, const float* v, std::size_t ldv, const float* alpha,
-                         float* o) noexcept {
+void rows_axpy_1xc_neon(const float* p, std::size_t bk, const float* v, std::size_t ldv, const float* alpha,
+                        float* o) noexcept {
   float32x4_t acc[CV];
   MICROATTN_NEON_UNROLL
   for (std::size_t c = 0; c < CV; ++c) acc[c] = vdupq_n_f32(0.0f);
@@ -170,12 +171,12 @@ void rows_axpy_neon_tile(const float* p, std::size_t bk, const float* v, std::si
     vst1q_f32(o + 4 * c, out);
   }
 }
-using rows_axpy_neon_fn = void (*)(const float*, std::size_t, const float*, std::size_t, const float*, float*) noexcept;
+using rows_axpy_1xc_fn = void (*)(const float*, std::size_t, const float*, std::size_t, const float*, float*) noexcept;
 template <std::size_t... I>
-constexpr std::array<rows_axpy_neon_fn, sizeof...(I)> make_axpy_tiles(std::index_sequence<I...>) {
-  return {{&rows_axpy_neon_tile<I + 1>...}};
+constexpr std::array<rows_axpy_1xc_fn, sizeof...(I)> make_axpy_tiles(std::index_sequence<I...>) {
+  return {{&rows_axpy_1xc_neon<I + 1>...}};
 }
-constexpr auto rows_axpy_neon_tiles = make_axpy_tiles(std::make_index_sequence<neon_axpy_vectors>{});
+constexpr auto rows_axpy_1xc_tiles = make_axpy_tiles(std::make_index_sequence<neon_axpy_vectors>{});
 
 // Rows one at a time, columns in tiles of up to neon_axpy_vectors vectors (all of d_v = 64 on AArch64, half on
 // ARMv7), each tile's accumulators in registers over all bk keys; then the columns short of a vector.
@@ -188,7 +189,7 @@ void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t
     const float* ar = alpha != nullptr ? alpha + r : nullptr;
     for (std::size_t v0 = 0; v0 < nv; v0 += neon_axpy_vectors) {
       const std::size_t w = nv - v0 < neon_axpy_vectors ? nv - v0 : neon_axpy_vectors;
-      rows_axpy_neon_tiles[w - 1](pr, bk, v + 4 * v0, ldv, ar, orow + 4 * v0);
+      rows_axpy_1xc_tiles[w - 1](pr, bk, v + 4 * v0, ldv, ar, orow + 4 * v0);
     }
     for (std::size_t c = 4 * nv; c < d_v; ++c) {
       float acc = 0.0f;
