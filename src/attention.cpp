@@ -93,7 +93,7 @@ void pv_with_nonfinite_rows(const Kernels& kern, float* p, std::size_t bk, const
   }
 }
 
-// ---- the exact row path ------------------------------------------------------------------------------------
+// ---- the exact path ------------------------------------------------------------------------------------
 // The fused loop runs in float with the scores pre-multiplied by scale·log2(e). For finite inputs that can
 // overflow where the true result is finite (q·scale·log2 e, the score in log2 units, mask·log2 e, the
 // un-normalised Σ p·v) or lose its precision (a subnormal scale·log2 e). Such rows are recomputed here, one
@@ -534,9 +534,9 @@ __attribute__((noinline, cold)) void exact_tile_rows(const MatrixView<const floa
   }
 }
 
-static_assert(attention_block_q >= 2, "the exact row path borrows 2·d_v floats of the tile's accumulator");
+static_assert(attention_block_q >= 2, "the exact path borrows 2·d_v floats of the tile's accumulator");
 
-// The query-tile path from row i0_from on, until a tile has rows the fused loop may have got wrong: returns that
+// The tile path from row i0_from on, until a tile has rows the fused loop may have got wrong: returns that
 // tile's first row, with its rows flagged (1.0f) in the workspace's alpha (exact_tile_rows takes them over), or
 // n_q when every tile is done. Its own function (not inlined into attention_run), so the stack of a call is the
 // larger of the paths, not their sum.

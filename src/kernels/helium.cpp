@@ -465,7 +465,7 @@ constexpr Kernels helium_table{
     /* attn_pack_q */ attn_pack_q_helium,
     /* attn_store_out */ attn_store_out_helium,
     /* exp2_nonpositive */ exp2_nonpositive_helium,
-    // Few rows: the scalar kernels and threshold for now (no Helium versions yet).
+    // Row kernels: the scalar ones and their threshold for now (no Helium versions yet).
     /* few_query_max */ few_query_max_scalar,
     /* rows_dot */ rows_dot_scalar,
     /* rows_softmax */ rows_softmax_scalar,

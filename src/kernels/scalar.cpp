@@ -13,7 +13,7 @@ namespace microattn {
 namespace detail {
 
 // One 2^x out of line (kernels.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
-// exact row path of attention.cpp): each inlined copy costs ~90 bytes of flash.
+// exact path of attention): each inlined copy costs ~90 bytes of flash.
 __attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_float(x); }
 
 namespace {
@@ -471,8 +471,8 @@ void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
 
 }  // namespace
 
-// ---- few rows (one query or one row of a per row, see kernels.hpp) ----
-// Outside the anonymous namespace: the Helium table uses them too (it has no few-row kernels of its own yet).
+// ---- row kernels (one query or one row of a per row, see kernels.hpp) ----
+// Outside the anonymous namespace: the Helium table uses them too (it has no row kernels of its own yet).
 
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept {

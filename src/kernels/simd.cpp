@@ -38,19 +38,17 @@ void gemm_simd(const GemmArgs& g) noexcept {
 }
 
 // Attention takes the few-query path up to half a vector of queries: the tile path costs a vector of queries
-// whatever the tile holds, the row path one query at a time. AVX-512, n_kv = 1024 (bench_decode_peers BM_few_path,
-// bench/results/decode_peers_avx512.txt): 1 query 5.9 µs against 33.9, 8 queries 26.8 against 33.8, 10 queries
-// 41.4 against 34.4.
+// whatever the tile holds, the few-query path one query at a time (bench_decode_peers BM_few_path,
+// bench/results/decode_peers_avx512.txt).
 #if XSIMD_WITH_NEON
-// NEON (4 lanes): a tile costs a whole vector of 4 queries, 5 to 8 queries cost two. Counted under qemu (decode
-// n_q × 1024 × 64, scripts/arm_bench.sh): the row path costs 72 k instructions per query on AArch64 against 343 k for
-// a tile of 1–4 queries and 515 k for 5–8, so up to 7 queries; ARMv7 107 k against 437 k and 705 k, up to 6.
+// NEON (4 lanes): a tile costs a whole vector of 4 queries, 5 to 8 queries cost two; by the instruction counts of
+// decoding under qemu (scripts/arm_bench.sh) the few-query path is cheaper up to 7 queries on AArch64, 6 on ARMv7.
 constexpr std::size_t few_query_max = XSIMD_WITH_NEON64 ? 7 : 6;
 #else
 constexpr std::size_t few_query_max = lanes / 2;
 #endif
 
-// The few-row kernels of the table: NEON has its own (above).
+// The row kernels of the table: NEON has its own (above).
 #if XSIMD_WITH_NEON
 constexpr auto table_rows_dot = &rows_dot_neon;
 constexpr auto table_rows_softmax = &rows_softmax_simd;  // as fast as a NEON one: the exp is most of it

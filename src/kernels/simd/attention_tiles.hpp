@@ -10,7 +10,7 @@ namespace {
 
 // --- transposes ------------------------------------------------------------------------------------------
 // rows[r] lane c ⟶ rows[c] lane r, in registers. Attention moves each query tile in and out of its
-// queries-in-lanes layout once; done a float at a time that cost ~6 % at n = 256 and most of a tiny call.
+// queries-in-lanes layout once; a float at a time, that was a measurable share of every call and most of a tiny one.
 // xsimd 8.1 has no transpose (and its zip_lo/zip_hi interleave within 128-bit lanes), hence intrinsics.
 
 // Always inlined: a call would send the whole block through memory twice.

@@ -9,7 +9,7 @@ namespace microattn {
 namespace detail {
 namespace {
 
-// --- few rows (layout in kernels.hpp) ----------------------------------------------------------------------
+// --- row kernels (layout in kernels.hpp) ----------------------------------------------------------------------
 // Decoding attends one query (or a few) to a long K/V, and a decoding step's projections are matmuls with m = 1.
 // Queries in the lanes would fill one lane per query; here the head dim (or matmul's k) is in the lanes instead.
 
@@ -171,8 +171,8 @@ inline __attribute__((always_inline)) vfloat rows_dot_rxk_short_x86(const float*
 // One row, and rows whose RK·NQV vectors fit in registers beside the tile's accumulators (two at d = 64 on AVX-512),
 // are loaded once per call (what does not fit stays in L1), and a tile takes its keys one after another, in address
 // order, through one pointer that steps by ldk. The tile above names KK rows of k at once, and GCC kept their KK·NQV
-// addresses (and the prefetch's) in registers and on the stack: 1 × 256 attention spent 0.70 µs in the dot
-// products, against 0.45 µs for just reading K from L2; key by key it is at that bandwidth.
+// addresses (and the prefetch's) in registers and on the stack, well below the bandwidth of reading K; key by key
+// the dot products run at it.
 constexpr std::size_t vector_registers = XSIMD_WITH_AVX512F ? 32 : 16;
 template <std::size_t RK, std::size_t NQV>
 constexpr bool rows_dot_keywise = RK == 1 || RK* NQV + lanes <= vector_registers - 4;
@@ -284,10 +284,8 @@ void rows_dot_1xn_long_x86(const float* q, std::size_t d, const float* k, std::s
 // vector of dot products. q is held 8 vectors at a time; for each such chunk the tile's keys are walked one after
 // another through one pointer stepping by ldk, each key's part of the chunk read in order. rows_dot_1xn_long_x86 (16
 // keys × 16 vectors at k = 256) names 16 rows at once, and GCC kept their addresses in vector registers and on
-// the stack. Each line of a key's chunk is prefetched just before its loads: measured, not derived (W is in L2
-// at 256²; a prefetch of the next tile was slower, and none at all left the kernel at Eigen's speed). x·Wᵀ with
-// m = 1 at 256², paired runs: rows_dot_1xn_long_x86 2.6–2.8 µs (0.97–1.06 of Eigen), this without the prefetch
-// 2.8, with it 2.1 (1.26–1.32). AVX2 keeps rows_dot_1xn_long_x86: 4-vector chunks there were no faster.
+// the stack. Each line of a key's chunk is prefetched just before its loads: measured faster than prefetching the
+// next tile or nothing (W in L2), not derived. AVX2 keeps rows_dot_1xn_long_x86: chunks were no faster there.
 constexpr std::size_t row_chunk = 8;  // vectors of q in registers, beside 16 accumulators
 void rows_dot_1xn_chunk_avx512(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
                                float* s) noexcept {
@@ -333,9 +331,9 @@ void rows_dot_1xn_chunk_avx512(const float* q, std::size_t d, const float* k, st
 // accumulators from its first vector-aligned element (no load of b splits a cache line; q, in L1, takes the
 // misalignment), with a software prefetch 256 bytes ahead in every stream (it runs on into the key's next row).
 // The elements before the first aligned vector and after the last whole one are one vector each, the products
-// outside them selected away. S = 4 streams beat both 8 × 2 vectors (8 streams 4 KiB apart at k = 1024, in the
-// same L1 sets: 0.93–0.96 of Eigen) and one stream (0.95); README "Decoding: few queries, small-m matmul". The S
-// keys of a group share their alignment only when ldk is a whole number of vectors; otherwise one at a time.
+// outside them selected away. Four streams measured faster than eight (rows 4 KiB apart share L1 sets) and than
+// one (README "Decoding: few queries, small-m matmul"). The S keys of a group share their alignment only when ldk
+// is a whole number of vectors; otherwise one at a time.
 template <std::size_t U, std::size_t S>
 inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* q, std::size_t d, const float* k,
                                                                    std::size_t ldk, vfloat index,
@@ -427,8 +425,8 @@ constexpr std::size_t rows_dot_keys[3][2] = {
     {lanes, lanes / 2}, {lanes / 2, lanes / 4 < 1 ? 1 : lanes / 4}, {lanes / 4, lanes / 4}};
 
 // Tiles of 1 or 2 rows as narrow in keys as a group of more rows (kk = lanes / 2 or lanes / 4), which unroll the
-// inner dimension instead: the last rows of an odd nr (m = 3, 5, 7) used their own, wider tiles for kk keys and
-// re-read the first key in the rest (m = 7 at 256²: 0.81–1.22 of Eigen, against m = 8's 1.7–2.1).
+// inner dimension instead: with their own, wider tiles the last rows of an odd nr (m = 3, 5, 7) re-read the first
+// key in the rest of each kk-key tile, which made m = 7 far slower than m = 8.
 constexpr std::size_t quarter_lanes = lanes / 4 < 1 ? 1 : lanes / 4;
 rows_dot_fn narrow_rows_dot_rxk(std::size_t rk, std::size_t kk) noexcept {
   if (rk == 2) return &rows_dot_rxk_simd<2, quarter_lanes, lanes / (2 * quarter_lanes)>;
@@ -580,8 +578,8 @@ constexpr std::size_t axpy_acc_budget = (XSIMD_WITH_AVX512F || XSIMD_WITH_NEON64
 constexpr std::size_t axpy_rows_max = 8;
 // One row on x86-64 (x·W with m = 1, P·V of one query): as many vectors as the budget (16 on AVX-512, 8 on AVX2), one
 // chain (each accumulator waits one FMA latency per key while the others issue), so a row of w is read whole and in
-// order (x·W at 256²: 3.3 → 1.9 µs, AVX-512; AVX2's 2 passes of 4 vectors over d_v = 64 left one-query attention
-// at 0.90 of Eigen at 4096 keys, 8 vectors read 1.12). Not i686, whose 8 vector registers the budget fills.
+// order (on AVX2, one pass of 8 vectors over d_v = 64 measured faster than two of 4). Not i686, whose 8 vector
+// registers the budget fills.
 constexpr bool axpy_one_row_wide = !XSIMD_WITH_NEON && (axpy_acc_budget >= 16 || sizeof(void*) == 8);
 constexpr std::size_t axpy_vectors(std::size_t rr) {
   return rr == 1 && axpy_one_row_wide    ? axpy_acc_budget
@@ -663,22 +661,18 @@ constexpr auto rows_axpy_rxn_tiles = make_axpy_table(std::make_index_sequence<ax
 // Long rows (matmul, d_v > 256) take 8 keys per block: 8 sequential streams through v, which the prefetchers
 // follow, where 64 rows 4 KiB apart each touched for a column strip would leave every load waiting on memory.
 // One row whose tile is narrower than v (AVX2: 64 columns) takes blocks of axpy_block_floats (32 KiB) of v, so the
-// block is still in L1 when the next tile sweeps it: x·W with m = 1 at 256² on AVX2, paired runs, 64 keys (64 KiB)
-// 3.1–3.6 µs (0.88–0.90 of Eigen), 32 keys 2.5–3.4 (0.97–1.00); 16 keys 2.9, 48 2.8. More rows (m = 5…8) were
-// slower with the smaller block, and AVX-512's one-row tile spans 256 columns, so both keep 64.
+// block is still in L1 when the next tile sweeps it (the best block measured). More rows were slower with the
+// smaller block, and AVX-512's one-row tile spans 256 columns, so both keep 64.
 constexpr std::size_t axpy_keys = 64, axpy_keys_long = 8, axpy_block_floats = 8192;
 constexpr float axpy_ones[axpy_rows_max] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
 
 // One row against long rows of v (x·W with m = 1, n > 256): o += Σ_j p[j]·v[j·ldv …], 8 rows of v at a time, each
-// walked whole and in order, o (in L1) loaded and stored once per 8 rows, as Eigen's GEMV walks 4. The column tiles
-// of rows_axpy_rxn_simd (8 rows × 256 columns, then the next 256 columns of the same rows) took 71–72 µs at 1024² (W,
-// 4 MiB, from L3) where this took 60–61, switched at run time in one binary (4 rows: 62, 2: 68–70). The vectors
-// of v start at the rows' first cache-line boundary when ldv is whole lines (the columns before it and after the
-// last whole vector go one by one; o takes the misalignment): a std::vector W sits 16 bytes past a line, and every
-// load then split two lines. 1024², W at that offset, one binary: 58 → 53 µs and 65 → 59 (W aligned: 48–52);
-// bench_decode_peers 47.6–49.1 µs against Eigen's 57.5–58.9. One row at a time (o loaded and stored per row) was
-// no faster there (faster only in a loop alternating kernels) and 15–75 % slower at 8–16 MiB. alpha as in
-// rows_axpy_simd.
+// walked whole and in order, o (in L1) loaded and stored once per 8 rows, as Eigen's GEMV walks 4: faster than the
+// column tiles of rows_axpy_rxn_simd (8 rows × 256 columns, then the next 256 columns of the same rows) when W
+// streams from L3, and than 2 or 4 rows at a time. The vectors of v start at the rows' first cache-line boundary
+// when ldv is whole lines (the columns before it and after the last whole vector go one by one; o takes the
+// misalignment): a std::vector W sits 16 bytes past a line, and every load then split two lines. One row of v at a
+// time (o loaded and stored per row) was no faster, and slower for a W of several MiB. alpha as in rows_axpy_simd.
 constexpr std::size_t axpy_long_rows = 8;
 void rows_axpy_1xn_long_x86(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
                             const float* alpha, float* o) noexcept {

@@ -9,9 +9,9 @@ namespace detail {
 namespace {
 
 #if XSIMD_WITH_NEON
-// --- few rows on NEON (the table's rows_dot and rows_axpy on AArch64 and ARMv7; rows_softmax is the portable one) -
+// --- row kernels on NEON (the table's rows_dot and rows_axpy on AArch64 and ARMv7; rows_softmax is the portable one) -
 // The portable kernels above reduce each key's dot product with xsimd's haddp and broadcast each probability on
-// its own; with 4 lanes that is most of the work (decoding 1 × 1024 × 64 ran 1.4× Eigen's instructions on AArch64).
+// its own; with 4 lanes that is most of the work.
 // Here one row of q sits in registers (a chunk of up to 16 vectors on AArch64, 8 on ARMv7) while the keys stream
 // past it, four keys' sums come out of two rounds of pairwise adds, and P·V multiplies four probabilities held in
 // one register by lane. Every FMA is fused (ARMv7 with VFPv4: VDUP + VFMA, as its Advanced SIMD has no fused
