@@ -87,6 +87,39 @@ inline float pow2(int e) noexcept {
                    : bits_float(std::uint32_t{1} << static_cast<unsigned>(e + 149));
 }
 
+// ---- the rules of the fused loops, the same on the tile and the few-query path ----------------------------------
+// Forced inline: each compiles at its uses as when both paths spelled it out (at -Os GCC would call
+// attention_scale, which three places use).
+
+// The workspace from its first 64-byte boundary (attention_workspace_floats reserves 16 floats for this), so that
+// the kernels' vectors of it are aligned. The tile path carves it by lanes, the few-query path by rows.
+MICROATTN_SCALAR_INLINE float* aligned_workspace(float* workspace) noexcept {
+  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
+  return workspace + ((64 - addr % 64) % 64) / sizeof(float);
+}
+
+// The scale of the scores: options.scale, or 1/sqrt(d_k) when that is 0 (either sign).
+MICROATTN_SCALAR_INLINE float attention_scale(const AttentionOptions& options, std::size_t d_k) noexcept {
+  return options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
+}
+
+// What q is multiplied by: scores then come out in log2 units, and the softmax's exp is a bare 2^x.
+MICROATTN_SCALAR_INLINE float fused_q_factor(float scale) noexcept { return scale * log2e; }
+
+// A factor that is not a normal float (subnormal: rounded to a few bits; or overflowing, or not a number at all)
+// would make the fused loop wrong: then every row takes the exact path.
+MICROATTN_SCALAR_INLINE bool fused_q_factor_ok(float q_factor) noexcept {
+  return std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max;
+}
+
+// A score (log2 units) with its mask entry added. −inf hides the key outright (assigned, not added: a NaN score of
+// a hidden key must not show). A −inf sum from a finite entry (mask·log2 e or the sum overflowed, or the score was
+// −inf) becomes NaN, which sends the row to the exact path instead of silently hiding the key.
+MICROATTN_SCALAR_INLINE float masked_score(float score, float mask) noexcept {
+  const float t = score + mask * log2e;
+  return t > -INFINITY ? t : (mask == -INFINITY ? -INFINITY : (t == t ? NAN : t));
+}
+
 }  // namespace
 
 }  // namespace detail

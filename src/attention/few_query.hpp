@@ -64,12 +64,7 @@ struct FewQueryRun {
         const std::size_t i = (r0 + r) % qh.q.rows;
         if (mask.data != nullptr) {
           const float* mrow = mask.data + i * mask.stride + j0;
-          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show); a −inf
-          // sum from a finite entry (overflow) becomes NaN, which sends the row to the exact path.
-          for (std::size_t j = 0; j < bk; ++j) {
-            const float t = sr[j] + mrow[j] * log2e;
-            sr[j] = t > -INFINITY ? t : (mrow[j] == -INFINITY ? -INFINITY : (t == t ? NAN : t));
-          }
+          for (std::size_t j = 0; j < bk; ++j) sr[j] = masked_score(sr[j], mrow[j]);
         }
         const KeyRange seen = visible_keys(i, n_kv, options);
         if (seen.lo > j0 || seen.hi < j0 + bk)
@@ -104,10 +99,9 @@ inline __attribute__((always_inline)) void run_heads(const Kernels& kern, const 
                                                      float* workspace, const AttentionOptions& options) noexcept {
   constexpr std::size_t rows_max = attention_block_q;  // rows per pass over K and V
   const std::size_t d_k = qh.q.cols, d_v = v.cols, rows = qh.heads * qh.q.rows;
-  // The workspace of the tile path, carved by rows instead of lanes: rows_max × (d_k + d_v + bc + 3) floats.
-  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
-  float* ws = workspace + ((64 - addr % 64) % 64) / sizeof(float);
-  const float scale = options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
+  // The workspace, by rows: rows_max × (d_k + d_v + bc + 3) floats.
+  float* ws = aligned_workspace(workspace);
+  const float scale = attention_scale(options, d_k);
   const FewQueryRun run{kern,
                         qh,
                         k,
@@ -117,9 +111,8 @@ inline __attribute__((always_inline)) void run_heads(const Kernels& kern, const 
                         ws + rows_max * d_k,
                         ws + rows_max * (d_k + d_v),
                         ws + rows_max * (d_k + d_v + FewQueryRun::bc),
-                        scale * log2e};
-  // A scale whose log2 factor is not a normal float: every row takes the exact path (as on the tile path).
-  const bool exact_rows_only = !(std::fabs(run.q_factor) >= pow2(-126) && std::fabs(run.q_factor) <= float_max);
+                        fused_q_factor(scale)};
+  const bool exact_rows_only = !fused_q_factor_ok(run.q_factor);
   for (std::size_t r0 = 0; r0 < rows; r0 += rows_max) {
     const std::size_t nr = min_size(rows_max, rows - r0);
     if (!exact_rows_only) run.run_rows(r0, nr);

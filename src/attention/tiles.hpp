@@ -116,28 +116,17 @@ __attribute__((noinline)) bool flag_rows_for_exact(const float* ot, const float*
   return any;
 }
 
-// The workspace of the tile path, 64-byte aligned (the formula reserves 16 floats for this):
-// qt d_k × br, ot d_v × br, s bc × br, then m, l and alpha, br each.
-inline float* tile_workspace(float* workspace) noexcept {
-  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(workspace);
-  return workspace + ((64 - addr % 64) % 64) / sizeof(float);
-}
-
-inline float tile_scale(const AttentionOptions& options, std::size_t d_k) noexcept {
-  return options.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d_k)) : options.scale;
-}
-
-// Rows [i0, i0 + br) ∩ [0, n_q) whose flag (tile_flags) is nonzero, through the exact path, with the tile's
-// accumulator as scratch. Called once the tile loop has returned (attention_run_tiles): the exact path's frames
+// Rows [i0, i0 + br) ∩ [0, n_q) whose flag (in alpha: flag_rows_for_exact) is nonzero, through the exact path, with the
+// tile's accumulator as scratch. Called once the tile loop has returned (attention_run_tiles): the exact path's frames
 // sit beside the fused loop's, not under them.
 __attribute__((noinline, cold)) void exact_tile_rows(const MatrixView<const float>& q, const MatrixView<const float>& k,
                                                      const MatrixView<const float>& v, const MatrixView<float>& out,
                                                      float* workspace, const AttentionOptions& options,
                                                      std::size_t i0) noexcept {
   constexpr std::size_t br = attention_block_q;
-  float* ot = tile_workspace(workspace) + q.cols * br;
+  float* ot = aligned_workspace(workspace) + q.cols * br;
   const float* flags = ot + (v.cols + attention_block_kv + 2) * br;  // alpha
-  const ExactScale sc = split_scale(tile_scale(options, q.cols));
+  const ExactScale sc = split_scale(attention_scale(options, q.cols));
   const KeyBand band = visible_band(options);
   const MatrixView<const float>& mask = options.mask;
   for (std::size_t i = i0; i < i0 + br && i < q.rows; ++i) {
@@ -163,17 +152,16 @@ __attribute__((noinline)) std::size_t run_tiles_from(const Kernels& kern, const 
   constexpr std::size_t bc = attention_block_kv;
   const std::size_t n_q = q.rows, n_kv = k.rows, d_k = q.cols, d_v = v.cols;
 
-  float* qt = tile_workspace(workspace);  // d_k × br
-  float* ot = qt + d_k * br;              // d_v × br
-  float* s = ot + d_v * br;               // bc × br
-  float* m = s + bc * br;                 // br
-  float* l = m + br;                      // br
-  float* alpha = l + br;                  // br
+  // The workspace, by lanes:
+  float* qt = aligned_workspace(workspace);  // d_k × br
+  float* ot = qt + d_k * br;                 // d_v × br
+  float* s = ot + d_v * br;                  // bc × br
+  float* m = s + bc * br;                    // br
+  float* l = m + br;                         // br
+  float* alpha = l + br;                     // br
 
-  const float q_factor = tile_scale(options, d_k) * log2e;  // scores in log2 units: the exp becomes a bare 2^x
-  // A scale whose log2 factor is not a normal float (subnormal: rounded to a few bits; or overflowing, or not a
-  // number at all) would make the fused loop wrong: every row takes the exact path.
-  if (!(std::fabs(q_factor) >= pow2(-126) && std::fabs(q_factor) <= float_max)) {
+  const float q_factor = fused_q_factor(attention_scale(options, d_k));
+  if (!fused_q_factor_ok(q_factor)) {
     for (std::size_t i = 0; i < br; ++i) alpha[i] = 1.0f;
     return i0_from;
   }
@@ -198,13 +186,7 @@ __attribute__((noinline)) std::size_t run_tiles_from(const Kernels& kern, const 
       if (mask.data != nullptr)
         for (std::size_t i = a; i < a + nl; ++i) {
           const float* mrow = mask.data + (i0 + i) * mask.stride + j0;
-          // −inf hides the key outright (assigned, not added: a NaN score of a hidden key must not show). A
-          // −inf sum from a finite mask entry (mask·log2 e or the sum overflowed, or q·k was −inf) becomes NaN,
-          // which sends the row to the exact path instead of silently hiding the key.
-          for (std::size_t j = 0; j < bk; ++j) {
-            const float t = s[j * br + i] + mrow[j] * log2e;
-            s[j * br + i] = t > -INFINITY ? t : (mrow[j] == -INFINITY ? -INFINITY : (t == t ? NAN : t));
-          }
+          for (std::size_t j = 0; j < bk; ++j) s[j * br + i] = masked_score(s[j * br + i], mrow[j]);
         }
       // Only where a lane's visible range ends or starts inside the block (the first lane has the smallest end,
       // the last the largest start).
