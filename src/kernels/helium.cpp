@@ -219,6 +219,17 @@ MICROATTN_HELIUM_INLINE float32x4_t clamp_below(float32x4_t x, float32x4_t lo_v)
 // ---- exp --------------------------------------------------------------------------------------------------
 // The algorithms of scalar_math.hpp (exp_constants.hpp), four lanes at a time, in the same operation order.
 // The clamps are compare-and-select, not VMAXNM/VMINNM, so that a NaN passes through as in the scalar code.
+
+// c.c0 + c.c1·r + … + c.c6·r⁶, in the order of scalar_math.hpp's horner6.
+MICROATTN_HELIUM_INLINE float32x4_t horner6(float32x4_t r, const Poly6& c) noexcept {
+  float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c.c6), r, c.c5);
+  p = vfmasq_n_f32(p, r, c.c4);
+  p = vfmasq_n_f32(p, r, c.c3);
+  p = vfmasq_n_f32(p, r, c.c2);
+  p = vfmasq_n_f32(p, r, c.c1);
+  return vfmasq_n_f32(p, r, c.c0);
+}
+
 MICROATTN_HELIUM_INLINE float32x4_t exp_vec(float32x4_t x) noexcept {  // (used in predicated loops)
   using namespace exp_constants;
   x = clamp_below<true>(x, vdupq_n_f32(x_min));
@@ -227,12 +238,7 @@ MICROATTN_HELIUM_INLINE float32x4_t exp_vec(float32x4_t x) noexcept {  // (used 
   const float32x4_t n = vsubq_n_f32(t, round_magic);
   float32x4_t r = vfmaq_n_f32(x, n, -ln2_hi);
   r = vfmaq_n_f32(r, n, -ln2_lo);
-  float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c6), r, c5);
-  p = vfmasq_n_f32(p, r, c4);
-  p = vfmasq_n_f32(p, r, c3);
-  p = vfmasq_n_f32(p, r, c2);
-  p = vfmasq_n_f32(p, r, c1);
-  p = vfmasq_n_f32(p, r, c0);
+  const float32x4_t p = horner6(r, poly);
   const int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(t), vdupq_n_s32(static_cast<std::int32_t>(0x4b400000)));
   const int32x4_t e1 = vshrq_n_s32(ni, 1);  // arithmetic shift: both halves keep 2^e normal
   const int32x4_t e2 = vsubq_s32(ni, e1);
@@ -249,12 +255,7 @@ MICROATTN_HELIUM_INLINE float32x4_t exp2_nonpositive_vec(float32x4_t x) noexcept
   x = clamp_below<KeepP0>(x, vdupq_n_f32(x_min));
   const float32x4_t t = vaddq_n_f32(x, round_magic);
   const float32x4_t r = vsubq_f32(x, vsubq_n_f32(t, round_magic));
-  float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c6), r, c5);
-  p = vfmasq_n_f32(p, r, c4);
-  p = vfmasq_n_f32(p, r, c3);
-  p = vfmasq_n_f32(p, r, c2);
-  p = vfmasq_n_f32(p, r, c1);
-  p = vfmasq_n_f32(p, r, c0);
+  const float32x4_t p = horner6(r, poly);
   // (bits(t) − bits(magic) + 127) << 23, as one add of a constant
   const uint32x4_t e =
       vshlq_n_u32(vaddq_n_u32(vreinterpretq_u32_f32(t), 127u - static_cast<std::uint32_t>(0x4b400000)), 23);

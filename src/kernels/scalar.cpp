@@ -265,9 +265,9 @@ void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::s
 // needs fresh copies of c5 … c0: on Cortex-M one VLDM per pair reloads all twelve (instead of twelve moves
 // or literal loads).
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
-constexpr float exp2_addends[12] = {exp2_constants::c5, exp2_constants::c4, exp2_constants::c3, exp2_constants::c2,
-                                    exp2_constants::c1, exp2_constants::c0, exp2_constants::c5, exp2_constants::c4,
-                                    exp2_constants::c3, exp2_constants::c2, exp2_constants::c1, exp2_constants::c0};
+constexpr Poly6 exp2_poly = exp2_constants::poly;
+constexpr float exp2_addends[12] = {exp2_poly.c5, exp2_poly.c4, exp2_poly.c3, exp2_poly.c2, exp2_poly.c1, exp2_poly.c0,
+                                    exp2_poly.c5, exp2_poly.c4, exp2_poly.c3, exp2_poly.c2, exp2_poly.c1, exp2_poly.c0};
 #endif
 
 __attribute__((noinline)) void attn_softmax_nx2_scalar(float* __restrict x, std::size_t bk, float u0, float u1,

@@ -88,16 +88,6 @@ constexpr std::size_t br = attention_block_q;
 static_assert(br % gemm_nr == 0, "attention_block_q must be a multiple of the gemm tile width");
 
 // 2^x for x <= 0 or NaN; algorithm and constants in exp_constants.hpp.
-inline vfloat exp2_poly(vfloat r) noexcept {
-  using namespace exp2_constants;
-  vfloat p = xsimd::fma(vfloat(c6), r, vfloat(c5));
-  p = xsimd::fma(p, r, vfloat(c4));
-  p = xsimd::fma(p, r, vfloat(c3));
-  p = xsimd::fma(p, r, vfloat(c2));
-  p = xsimd::fma(p, r, vfloat(c1));
-  return xsimd::fma(p, r, vfloat(c0));
-}
-
 #if XSIMD_WITH_AVX512F
 // AVX-512 rounds and scales in one instruction each (vrndscaleps, vscalefps): 10 operations instead of 13.
 // n is taken from the unclamped x, so 2^−inf = 0 and anything below 2^−149 is 0 exactly; r uses x clamped
@@ -107,7 +97,7 @@ inline vfloat exp2_nonpositive_vec(vfloat x) noexcept {
   const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const vfloat xc = xsimd::max(vfloat(exp2_constants::x_min), x);  // NaN passes (see exp_vec)
   const vfloat r = xc - vfloat(_mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  return _mm512_scalef_ps(exp2_poly(r), n);
+  return _mm512_scalef_ps(horner6(r, exp2_constants::poly), n);
 }
 #else
 inline vfloat exp2_nonpositive_vec(vfloat x) noexcept {
@@ -116,7 +106,7 @@ inline vfloat exp2_nonpositive_vec(vfloat x) noexcept {
   const vfloat t = x + vfloat(round_magic);
   const vfloat r = x - (t - vfloat(round_magic));
   const vint e = (bits_as_int(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)) - 127)) << 23;
-  return exp2_poly(r) * bits_as_float(e);
+  return horner6(r, exp2_constants::poly) * bits_as_float(e);
 }
 #endif
 

@@ -9,6 +9,16 @@ namespace {
 
 // --- exp -------------------------------------------------------------------------------------------------
 
+// c.c0 + c.c1·r + … + c.c6·r⁶, in the order of scalar_math.hpp's horner6.
+inline vfloat horner6(vfloat r, const Poly6& c) noexcept {
+  vfloat p = xsimd::fma(vfloat(c.c6), r, vfloat(c.c5));
+  p = xsimd::fma(p, r, vfloat(c.c4));
+  p = xsimd::fma(p, r, vfloat(c.c3));
+  p = xsimd::fma(p, r, vfloat(c.c2));
+  p = xsimd::fma(p, r, vfloat(c.c1));
+  return xsimd::fma(p, r, vfloat(c.c0));
+}
+
 // e^x per lane; algorithm and constants in exp_constants.hpp, identical to exp_float().
 inline vfloat exp_vec(vfloat x) noexcept {
   using namespace exp_constants;
@@ -20,12 +30,7 @@ inline vfloat exp_vec(vfloat x) noexcept {
   const vfloat n = t - vfloat(round_magic);
   vfloat r = xsimd::fma(n, vfloat(-ln2_hi), x);
   r = xsimd::fma(n, vfloat(-ln2_lo), r);
-  vfloat p = xsimd::fma(vfloat(c6), r, vfloat(c5));
-  p = xsimd::fma(p, r, vfloat(c4));
-  p = xsimd::fma(p, r, vfloat(c3));
-  p = xsimd::fma(p, r, vfloat(c2));
-  p = xsimd::fma(p, r, vfloat(c1));
-  p = xsimd::fma(p, r, vfloat(c0));
+  const vfloat p = horner6(r, poly);
   const vint ni = bits_as_int(t) - vint(static_cast<std::int32_t>(float_bits(round_magic)));
   const vint e1 = ni >> 1;
   const vint e2 = ni - e1;
