@@ -14,7 +14,10 @@
 
 #include <arm_mve.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/exp_constants.hpp"
 #include "kernels/scalar_math.hpp"
@@ -41,6 +44,18 @@ MICROATTN_HELIUM_INLINE void load_pair(const float* p, float& x, float& y) noexc
 // The same, advancing p by the two floats read (post-indexed).
 MICROATTN_HELIUM_INLINE void load_pair_next(const float*& p, float& x, float& y) noexcept {
   asm("ldrd %0, %1, [%2], #8" : "=r"(x), "=r"(y), "+r"(p) : "m"(*reinterpret_cast<const float(*)[2]>(p)));
+}
+
+// store(dst + r·ld, c_r) for r < N: the accumulators of a tile of N rows (or columns), from c0 on.
+template <int N, class Store>
+MICROATTN_HELIUM_INLINE void store_first(Store store, float* dst, std::size_t ld, float32x4_t c0, float32x4_t c1,
+                                         float32x4_t c2, float32x4_t c3, float32x4_t c4, float32x4_t c5) noexcept {
+  store(dst, c0);
+  if constexpr (N > 1) store(dst + ld, c1);
+  if constexpr (N > 2) store(dst + 2 * ld, c2);
+  if constexpr (N > 3) store(dst + 3 * ld, c3);
+  if constexpr (N > 4) store(dst + 4 * ld, c4);
+  if constexpr (N > 5) store(dst + 5 * ld, c5);
 }
 
 // ---- gemm -------------------------------------------------------------------------------------------------
@@ -87,12 +102,16 @@ __attribute__((noinline)) void gemm_rx4_helium(const float* __restrict a, std::s
     else
       vstrwq_p_f32(dst, v, cols);
   };
-  store(c, c0);
-  if constexpr (R > 1) store(c + ldc, c1);
-  if constexpr (R > 2) store(c + 2 * ldc, c2);
-  if constexpr (R > 3) store(c + 3 * ldc, c3);
-  if constexpr (R > 4) store(c + 4 * ldc, c4);
-  if constexpr (R > 5) store(c + 5 * ldc, c5);
+  store_first<R>(store, c, ldc, c0, c1, c2, c3, c4, c5);
+}
+
+// f(std::integral_constant<std::size_t, n>{}) when 1 <= n <= sizeof...(I): a run-time count (the rows or columns
+// left after the widest tiles) as the template argument of a tile, whose registers are fixed at compile time.
+// GCC compiles the tests to one jump table.
+template <class F, std::size_t... I>
+MICROATTN_HELIUM_INLINE void with_count(std::size_t n, F&& f, std::index_sequence<I...>) noexcept {
+  constexpr std::size_t max = sizeof...(I);
+  (void)((n == max - I && (f(std::integral_constant<std::size_t, max - I>{}), true)) || ...);
 }
 
 template <bool Full>  // inlined: one frame less on the deepest stack path (layer forward, scores)
@@ -101,25 +120,12 @@ __attribute__((always_inline)) inline void gemm_nx4_helium(const float* a, std::
                                                            std::size_t m, mve_pred16_t cols) noexcept {
   std::size_t i = 0;
   for (; i + 6 <= m; i += 6) gemm_rx4_helium<6, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-  switch (m - i) {
-    case 5:
-      gemm_rx4_helium<5, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 4:
-      gemm_rx4_helium<4, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 3:
-      gemm_rx4_helium<3, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 2:
-      gemm_rx4_helium<2, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 1:
-      gemm_rx4_helium<1, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    default:
-      break;
-  }
+  with_count(
+      m - i,
+      [&](auto rows) __attribute__((always_inline)) {
+        gemm_rx4_helium<decltype(rows)::value, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
+      },
+      std::make_index_sequence<5>{});
 }
 
 // Rows [0, m) of c against 4 columns of b (n_cols <= 4 of them exist): tiles of 6 rows, then one of the rest.
@@ -366,12 +372,9 @@ __attribute__((noinline)) void attn_pv_cx4_helium(const float* __restrict p, std
     if constexpr (C > 5) c5 = vfmaq_n_f32(c5, pj, y);
     v += ldv;
   } while (--j != 0);
-  vstrwq_f32(ot, c0);
-  if constexpr (C > 1) vstrwq_f32(ot + br, c1);
-  if constexpr (C > 2) vstrwq_f32(ot + 2 * br, c2);
-  if constexpr (C > 3) vstrwq_f32(ot + 3 * br, c3);
-  if constexpr (C > 4) vstrwq_f32(ot + 4 * br, c4);
-  if constexpr (C > 5) vstrwq_f32(ot + 5 * br, c5);
+  store_first<C>(
+      [](float* dst, float32x4_t x) __attribute__((always_inline)) { vstrwq_f32(dst, x); }, ot, br, c0, c1, c2, c3, c4,
+      c5);
 }
 
 void attn_pv_helium(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
@@ -380,25 +383,12 @@ void attn_pv_helium(const float* p, std::size_t bk, const float* v, std::size_t 
   const float32x4_t a = vldrwq_f32(alpha);
   std::size_t c = 0;
   for (; c + 6 <= d_v; c += 6) attn_pv_cx4_helium<6>(p, bk, v + c, ldv, a, ot + c * br);
-  switch (d_v - c) {
-    case 5:
-      attn_pv_cx4_helium<5>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 4:
-      attn_pv_cx4_helium<4>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 3:
-      attn_pv_cx4_helium<3>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 2:
-      attn_pv_cx4_helium<2>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 1:
-      attn_pv_cx4_helium<1>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    default:
-      break;
-  }
+  with_count(
+      d_v - c,
+      [&](auto cols) __attribute__((always_inline)) {
+        attn_pv_cx4_helium<decltype(cols)::value>(p, bk, v + c, ldv, a, ot + c * br);
+      },
+      std::make_index_sequence<5>{});
 }
 
 // qt[p][i] = q[i][p]·factor: four rows of q, four p at a time, transposed on the way out by VST4 (which
