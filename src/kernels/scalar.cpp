@@ -25,46 +25,48 @@ constexpr std::size_t gemm_nr = 4;
 // merges them). One instruction instead of four, and no more cycles (Cortex-M4 TRM: VLDM 1 + N, VLDR 2). The
 // registers are fixed by the asm: the tiles below use two disjoint sets, so both operands of a step can be
 // live at once. Elsewhere: four plain loads.
+// name##_four<Next>: y0..y3 = p[0..3], then with Next p += 4 (VLDM's write-back: no add).
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
-#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                          \
-  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2,         \
-                                                     float& y3) noexcept {                                    \
-    register float x0 asm(r0);                                                                                \
-    register float x1 asm(r1);                                                                                \
-    register float x2 asm(r2);                                                                                \
-    register float x3 asm(r3);                                                                                \
-    asm("vldmia %4, {" r0 "-" r3 "}"                                                                          \
-        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                              \
-        : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                              \
-    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                       \
-  }                                                                                                           \
-  /* The same, then p += 4 (VLDM's write-back: no add). */                                                    \
-  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, \
-                                                            float& y3) noexcept {                             \
-    register float x0 asm(r0);                                                                                \
-    register float x1 asm(r1);                                                                                \
-    register float x2 asm(r2);                                                                                \
-    register float x3 asm(r3);                                                                                \
-    asm("vldmia %4!, {" r0 "-" r3 "}"                                                                         \
-        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                     \
-        : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                      \
-    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                       \
+#define MICROATTN_DEFINE_LOAD4_FOUR(name, r0, r1, r2, r3)                                                          \
+  template <bool Next>                                                                                             \
+  MICROATTN_SCALAR_INLINE void name##_four(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
+    register float x0 asm(r0);                                                                                     \
+    register float x1 asm(r1);                                                                                     \
+    register float x2 asm(r2);                                                                                     \
+    register float x3 asm(r3);                                                                                     \
+    if constexpr (Next)                                                                                            \
+      asm("vldmia %4!, {" r0 "-" r3 "}"                                                                            \
+          : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                        \
+          : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                         \
+    else                                                                                                           \
+      asm("vldmia %4, {" r0 "-" r3 "}"                                                                             \
+          : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                                 \
+          : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                 \
+    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                            \
   }
 #else
+#define MICROATTN_DEFINE_LOAD4_FOUR(name, r0, r1, r2, r3)                                                          \
+  template <bool Next>                                                                                             \
+  MICROATTN_SCALAR_INLINE void name##_four(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
+    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                                    \
+    if constexpr (Next) p += 4;                                                                                    \
+  }
+#endif
+// name(p, …) loads four floats at p; name##_next(p, …) loads them and advances p past them.
 #define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                          \
+  MICROATTN_DEFINE_LOAD4_FOUR(name, r0, r1, r2, r3)                                                           \
   [[maybe_unused]] MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2,         \
                                                      float& y3) noexcept {                                    \
-    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                               \
+    name##_four<false>(p, y0, y1, y2, y3);                                                                    \
   }                                                                                                           \
   [[maybe_unused]] MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, \
                                                             float& y3) noexcept {                             \
-    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                               \
-    p += 4;                                                                                                   \
+    name##_four<true>(p, y0, y1, y2, y3);                                                                     \
   }
-#endif
 MICROATTN_DEFINE_LOAD4(load4_a, "s24", "s25", "s26", "s27")
 MICROATTN_DEFINE_LOAD4(load4_b, "s28", "s29", "s30", "s31")
 #undef MICROATTN_DEFINE_LOAD4
+#undef MICROATTN_DEFINE_LOAD4_FOUR
 
 // Register tiles written out: every accumulator and operand is a named local, so they live in registers at
 // any optimization level (at -Os GCC unrolls nothing, and arrays such as acc[4][4] would stay on the stack:
@@ -106,6 +108,32 @@ struct BColumns<true> {
   }
 };
 
+// The 16 accumulators of a 4×4 tile, named (a struct of scalars, which GCC keeps in registers like the locals
+// they replace). fma adds the outer product of a0..a3 (rows) and b0..b3 (columns), one fused multiply-add per
+// element, in row order.
+struct Tile4x4 {
+  float c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33;
+  MICROATTN_SCALAR_INLINE void fma(float a0, float a1, float a2, float a3, float b0, float b1, float b2,
+                                   float b3) noexcept {
+    c00 = fmadd(a0, b0, c00);
+    c01 = fmadd(a0, b1, c01);
+    c02 = fmadd(a0, b2, c02);
+    c03 = fmadd(a0, b3, c03);
+    c10 = fmadd(a1, b0, c10);
+    c11 = fmadd(a1, b1, c11);
+    c12 = fmadd(a1, b2, c12);
+    c13 = fmadd(a1, b3, c13);
+    c20 = fmadd(a2, b0, c20);
+    c21 = fmadd(a2, b1, c21);
+    c22 = fmadd(a2, b2, c22);
+    c23 = fmadd(a2, b3, c23);
+    c30 = fmadd(a3, b0, c30);
+    c31 = fmadd(a3, b1, c31);
+    c32 = fmadd(a3, b2, c32);
+    c33 = fmadd(a3, b3, c33);
+  }
+};
+
 // The tiles are out of line: inlined into the loops over tiles, their pointers would compete with the loop
 // variables for the 13 general registers and spill.
 template <bool TransposeB>
@@ -115,8 +143,7 @@ __attribute__((noinline)) void gemm_4x4_scalar(const GemmArgs& g, std::size_t i0
   const float* __restrict a2 = a1 + g.lda;
   const float* __restrict a3 = a2 + g.lda;
   BColumns<TransposeB> b(g, j0);
-  float c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f, c10 = 0.0f, c11 = 0.0f, c12 = 0.0f, c13 = 0.0f;
-  float c20 = 0.0f, c21 = 0.0f, c22 = 0.0f, c23 = 0.0f, c30 = 0.0f, c31 = 0.0f, c32 = 0.0f, c33 = 0.0f;
+  Tile4x4 t{};
   // Tested at the bottom: one branch a step, not two. k >= 1: every caller's inner dimension is a view's
   // column count (matmul, attention's d_k, a layer's model_dim), which the entry points check non-zero.
   std::size_t p = g.k;
@@ -124,31 +151,16 @@ __attribute__((noinline)) void gemm_4x4_scalar(const GemmArgs& g, std::size_t i0
     const float x0 = *a0++, x1 = *a1++, x2 = *a2++, x3 = *a3++;
     float y0, y1, y2, y3;
     b.next(y0, y1, y2, y3);
-    c00 = fmadd(x0, y0, c00);
-    c01 = fmadd(x0, y1, c01);
-    c02 = fmadd(x0, y2, c02);
-    c03 = fmadd(x0, y3, c03);
-    c10 = fmadd(x1, y0, c10);
-    c11 = fmadd(x1, y1, c11);
-    c12 = fmadd(x1, y2, c12);
-    c13 = fmadd(x1, y3, c13);
-    c20 = fmadd(x2, y0, c20);
-    c21 = fmadd(x2, y1, c21);
-    c22 = fmadd(x2, y2, c22);
-    c23 = fmadd(x2, y3, c23);
-    c30 = fmadd(x3, y0, c30);
-    c31 = fmadd(x3, y1, c31);
-    c32 = fmadd(x3, y2, c32);
-    c33 = fmadd(x3, y3, c33);
+    t.fma(x0, x1, x2, x3, y0, y1, y2, y3);
   } while (--p != 0);
   float* __restrict c = g.c + i0 * g.ldc + j0;
-  c[0] = c00, c[1] = c01, c[2] = c02, c[3] = c03;
+  c[0] = t.c00, c[1] = t.c01, c[2] = t.c02, c[3] = t.c03;
   c += g.ldc;
-  c[0] = c10, c[1] = c11, c[2] = c12, c[3] = c13;
+  c[0] = t.c10, c[1] = t.c11, c[2] = t.c12, c[3] = t.c13;
   c += g.ldc;
-  c[0] = c20, c[1] = c21, c[2] = c22, c[3] = c23;
+  c[0] = t.c20, c[1] = t.c21, c[2] = t.c22, c[3] = t.c23;
   c += g.ldc;
-  c[0] = c30, c[1] = c31, c[2] = c32, c[3] = c33;
+  c[0] = t.c30, c[1] = t.c31, c[2] = t.c32, c[3] = t.c33;
 }
 
 // One row against four columns (the rows left below the last 4-row tile). Edge tiles read b with a run-time
@@ -352,37 +364,20 @@ __attribute__((noinline)) void attn_pv_4x4_scalar(const float* p, std::size_t bk
   float* __restrict o1 = ot + br;
   float* __restrict o2 = ot + 2 * br;
   float* __restrict o3 = ot + 3 * br;
-  // cC_I: column c0 + C, lane I
-  float c00 = o0[0] * al0, c01 = o0[1] * al1, c02 = o0[2] * al2, c03 = o0[3] * al3;
-  float c10 = o1[0] * al0, c11 = o1[1] * al1, c12 = o1[2] * al2, c13 = o1[3] * al3;
-  float c20 = o2[0] * al0, c21 = o2[1] * al1, c22 = o2[2] * al2, c23 = o2[3] * al3;
-  float c30 = o3[0] * al0, c31 = o3[1] * al1, c32 = o3[2] * al2, c33 = o3[3] * al3;
+  // t.cCI: column c0 + C, lane I
+  Tile4x4 t{o0[0] * al0, o0[1] * al1, o0[2] * al2, o0[3] * al3, o1[0] * al0, o1[1] * al1, o1[2] * al2, o1[3] * al3,
+            o2[0] * al0, o2[1] * al1, o2[2] * al2, o2[3] * al3, o3[0] * al0, o3[1] * al1, o3[2] * al2, o3[3] * al3};
   if (std::size_t j = bk) do {  // tested at the bottom: one branch a key, not two
       float p0, p1, p2, p3, v0, v1, v2, v3;
       load4_a_next(p, p0, p1, p2, p3);  // p += br
       load4_b(v, v0, v1, v2, v3);
       v += ldv;
-      c00 = fmadd(v0, p0, c00);
-      c01 = fmadd(v0, p1, c01);
-      c02 = fmadd(v0, p2, c02);
-      c03 = fmadd(v0, p3, c03);
-      c10 = fmadd(v1, p0, c10);
-      c11 = fmadd(v1, p1, c11);
-      c12 = fmadd(v1, p2, c12);
-      c13 = fmadd(v1, p3, c13);
-      c20 = fmadd(v2, p0, c20);
-      c21 = fmadd(v2, p1, c21);
-      c22 = fmadd(v2, p2, c22);
-      c23 = fmadd(v2, p3, c23);
-      c30 = fmadd(v3, p0, c30);
-      c31 = fmadd(v3, p1, c31);
-      c32 = fmadd(v3, p2, c32);
-      c33 = fmadd(v3, p3, c33);
+      t.fma(v0, v1, v2, v3, p0, p1, p2, p3);
     } while (--j != 0);
-  o0[0] = c00, o0[1] = c01, o0[2] = c02, o0[3] = c03;
-  o1[0] = c10, o1[1] = c11, o1[2] = c12, o1[3] = c13;
-  o2[0] = c20, o2[1] = c21, o2[2] = c22, o2[3] = c23;
-  o3[0] = c30, o3[1] = c31, o3[2] = c32, o3[3] = c33;
+  o0[0] = t.c00, o0[1] = t.c01, o0[2] = t.c02, o0[3] = t.c03;
+  o1[0] = t.c10, o1[1] = t.c11, o1[2] = t.c12, o1[3] = t.c13;
+  o2[0] = t.c20, o2[1] = t.c21, o2[2] = t.c22, o2[3] = t.c23;
+  o3[0] = t.c30, o3[1] = t.c31, o3[2] = t.c32, o3[3] = t.c33;
 }
 
 // One column, four lanes (the columns left after the 4-column tiles).
