@@ -66,7 +66,7 @@ def measure(target, plugin):
     return head, rows, problems
 
 
-# The NEON kernels whose registers are checked: the gemm tiles, and the few-row kernels' dot-product chunks and
+# The NEON kernels whose registers are checked: the gemm tiles, and the row kernels' dot-product chunks and
 # AXPY tiles (rows_dot / rows_axpy of the decoding path).
 NEON_KERNELS = ("gemm_mrxnr_neon<", "rows_dot_1xn_chunk_neon<", "rows_axpy_1xc_neon<")
 
