@@ -66,9 +66,9 @@ def measure(target, plugin):
     return head, rows, problems
 
 
-# The NEON kernels whose registers are checked: the gemm tiles, and the few-row kernels' dot-product chunks and
+# The NEON kernels whose registers are checked: the gemm tiles, and the row kernels' dot-product chunks and
 # AXPY tiles (rows_dot / rows_axpy of the decoding path).
-NEON_KERNELS = ("gemm_tile_neon<", "rows_dot_neon_chunk<", "rows_axpy_neon_tile<")
+NEON_KERNELS = ("gemm_mrxnr_neon<", "rows_dot_1xn_chunk_neon<", "rows_axpy_1xc_neon<")
 
 
 def tile_loop_stack_accesses(target):

@@ -84,7 +84,7 @@ struct QueryHeads {
 void attention_run_heads(const Kernels& kernels, const QueryHeads& queries, const MatrixView<const float>& k,
                          const MatrixView<const float>& v, float* workspace, const AttentionOptions& options) noexcept;
 
-// The query-tile path alone (queries in the vector lanes), whatever n_q: attention_run takes it for
+// The tile path alone (a tile of queries in the vector lanes), whatever n_q: attention_run takes it for
 // n_q > kernels.few_query_max; the tests also call it directly, so both paths face the same cases.
 void attention_run_tiles(const Kernels& kernels, const MatrixView<const float>& q, const MatrixView<const float>& k,
                          const MatrixView<const float>& v, const MatrixView<float>& out, float* workspace,

@@ -3,21 +3,12 @@
 namespace microattn {
 
 const char* to_string(Status s) noexcept {
-  switch (s) {
-    case Status::ok:
-      return "ok";
-    case Status::null_pointer:
-      return "null_pointer";
-    case Status::invalid_shape:
-      return "invalid_shape";
-    case Status::workspace_too_small:
-      return "workspace_too_small";
-    case Status::aliasing:
-      return "aliasing";
-    case Status::misaligned:
-      return "misaligned";
-  }
-  return "unknown_status";
+  // One name per enumerator, in the order of their values 0, 1, … (status.hpp).
+  static constexpr const char* names[] = {"ok",       "null_pointer", "invalid_shape", "workspace_too_small",
+                                          "aliasing", "misaligned"};
+  static_assert(static_cast<int>(Status::misaligned) + 1 == sizeof names / sizeof names[0], "a name per Status");
+  const unsigned i = static_cast<unsigned>(s);
+  return i < sizeof names / sizeof names[0] ? names[i] : "unknown_status";
 }
 
 }  // namespace microattn

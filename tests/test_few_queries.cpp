@@ -328,9 +328,9 @@ INSTANTIATE_TEST_SUITE_P(EveryArch, FewQueries, ::testing::ValuesIn(all_kernel_t
 
 // ---- the row kernels alone -----------------------------------------------------------------------------------------
 
-class FewRowKernels : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
+class RowKernels : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
 
-TEST_P(FewRowKernels, DotAndAxpyAgainstDouble) {
+TEST_P(RowKernels, DotAndAxpyAgainstDouble) {
   // rows_dot: s = q·kᵀ; rows_axpy: o = o·alpha + p·v, and o = p·v when alpha is null (stale o ignored).
   const ma::detail::Kernels& kern = *GetParam();
   std::uint32_t seed = 800;
@@ -379,7 +379,7 @@ TEST_P(FewRowKernels, DotAndAxpyAgainstDouble) {
       }
 }
 
-TEST_P(FewRowKernels, ShortHeadDotTilesAgainstDouble) {
+TEST_P(RowKernels, ShortHeadDotTilesAgainstDouble) {
   // rows_dot with a head dim of whole vectors (1 … 9 and 16 vectors of the table's width, 4 and a float, 16 less
   // 3 floats): the tiles
   // of 2, 4 and 8 rows by lanes / rows keys, the one-row tile, and the groups of the rest (3 = 2 + 1, 7 = 4 + 2 + 1,
@@ -415,7 +415,7 @@ TEST_P(FewRowKernels, ShortHeadDotTilesAgainstDouble) {
       }
 }
 
-TEST_P(FewRowKernels, OnlineSoftmaxStepAgainstDouble) {
+TEST_P(RowKernels, OnlineSoftmaxStepAgainstDouble) {
   // rows_softmax over two successive blocks (m, l, alpha carried), row counts across a vector of rows, block
   // lengths across the vector and tail edges: m = max, alpha = 2^(m_old − m_new), p = 2^(s − m_new),
   // l = l·alpha + Σp. Hidden keys (−inf) in some rows, a row hidden in the first block only, one hidden in both
@@ -472,6 +472,6 @@ TEST_P(FewRowKernels, OnlineSoftmaxStepAgainstDouble) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryArch, FewRowKernels, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
+INSTANTIATE_TEST_SUITE_P(EveryArch, RowKernels, ::testing::ValuesIn(all_kernel_tables()), kernel_table_name);
 
 }  // namespace

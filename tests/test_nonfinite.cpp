@@ -400,7 +400,7 @@ TEST_P(NonFinite, MaskNanAtAKeyTheCausalRuleHidesHasNoEffect) {
 }
 
 TEST_P(NonFinite, ExactRowPathMeetsTheDocumentedBound) {
-  // The exact row path against the double reference with the tolerance of every other attention test, on
+  // The exact path against the double reference with the tolerance of every other attention test, on
   // ordinary data: (a) every row, forced by a scale whose scale·log2 e is subnormal (q and k scaled up to
   // keep the scores of order 1); (b) rows whose Σ p·v overflows (v near 1e37, up to 130 keys), dense, causal
   // (both corners) and masked with fully hidden rows.

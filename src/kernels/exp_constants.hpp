@@ -12,6 +12,12 @@
 
 namespace microattn {
 namespace detail {
+
+// c0 + c1·r + … + c6·r⁶: the polynomial of each exp, evaluated in Horner form (horner6) by every kernel.
+struct Poly6 {
+  float c0, c1, c2, c3, c4, c5, c6;
+};
+
 namespace exp_constants {
 
 constexpr float log2e = 1.44269504088896341f;
@@ -20,13 +26,9 @@ constexpr float ln2_lo = -2.12194440054690583e-4f;
 constexpr float round_magic = 12582912.0f;  // 1.5·2²³
 constexpr float x_min = -104.0f;            // below: e^x rounds to 0 (and −inf lands here)
 constexpr float x_max = 89.0f;              // above: e^x overflows to +inf
-constexpr float c0 = 1.0f;
-constexpr float c1 = 1.0f;
-constexpr float c2 = 4.999999106e-01f;  // 0x3efffffd
-constexpr float c3 = 1.666641980e-01f;  // 0x3e2aaa05
-constexpr float c4 = 4.166822508e-02f;  // 0x3d2aac4d
-constexpr float c5 = 8.374815807e-03f;  // 0x3c093686
-constexpr float c6 = 1.383684576e-03f;  // 0x3ab55cc0
+// e^r; c2 … c6 are the floats 0x3efffffd, 0x3e2aaa05, 0x3d2aac4d, 0x3c093686, 0x3ab55cc0.
+constexpr Poly6 poly{
+    1.0f, 1.0f, 4.999999106e-01f, 1.666641980e-01f, 4.166822508e-02f, 8.374815807e-03f, 1.383684576e-03f};
 
 }  // namespace exp_constants
 
@@ -40,13 +42,9 @@ namespace exp2_constants {
 
 constexpr float x_min = -127.0f;
 constexpr float round_magic = 12582912.0f;  // 1.5·2²³
-constexpr float c0 = 1.0f;
-constexpr float c1 = 6.931471825e-01f;  // 0x3f317218
-constexpr float c2 = 2.402264625e-01f;  // 0x3e75fded
-constexpr float c3 = 5.550328642e-02f;  // 0x3d63576a
-constexpr float c4 = 9.618489072e-03f;  // 0x3c1d96de
-constexpr float c5 = 1.339993090e-03f;  // 0x3aafa2b5
-constexpr float c6 = 1.534581243e-04f;  // 0x3920e99a
+// 2^r; c1 … c6 are the floats 0x3f317218, 0x3e75fded, 0x3d63576a, 0x3c1d96de, 0x3aafa2b5, 0x3920e99a.
+constexpr Poly6 poly{
+    1.0f, 6.931471825e-01f, 2.402264625e-01f, 5.550328642e-02f, 9.618489072e-03f, 1.339993090e-03f, 1.534581243e-04f};
 
 }  // namespace exp2_constants
 }  // namespace detail

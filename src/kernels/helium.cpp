@@ -14,7 +14,10 @@
 
 #include <arm_mve.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/exp_constants.hpp"
 #include "kernels/scalar_math.hpp"
@@ -43,14 +46,26 @@ MICROATTN_HELIUM_INLINE void load_pair_next(const float*& p, float& x, float& y)
   asm("ldrd %0, %1, [%2], #8" : "=r"(x), "=r"(y), "+r"(p) : "m"(*reinterpret_cast<const float(*)[2]>(p)));
 }
 
+// store(dst + r·ld, c_r) for r < N: the accumulators of a tile of N rows (or columns), from c0 on.
+template <int N, class Store>
+MICROATTN_HELIUM_INLINE void store_first(Store store, float* dst, std::size_t ld, float32x4_t c0, float32x4_t c1,
+                                         float32x4_t c2, float32x4_t c3, float32x4_t c4, float32x4_t c5) noexcept {
+  store(dst, c0);
+  if constexpr (N > 1) store(dst + ld, c1);
+  if constexpr (N > 2) store(dst + 2 * ld, c2);
+  if constexpr (N > 3) store(dst + 3 * ld, c3);
+  if constexpr (N > 4) store(dst + 4 * ld, c4);
+  if constexpr (N > 5) store(dst + 5 * ld, c5);
+}
+
 // ---- gemm -------------------------------------------------------------------------------------------------
 // b not transposed: R rows of a (R <= 6) × 4 columns of b, acc_r += b(p, j0..j0+3) · a(r, p). Full: all 4
 // columns exist; otherwise the column tail is predicated (VPST before each load and store). Each element is
 // summed over p in order with fused multiply-adds, as in the scalar path.
 template <int R, bool Full>
-__attribute__((noinline)) void gemm_tile_rows(const float* __restrict a, std::size_t lda, const float* __restrict b,
-                                              std::size_t ldb, std::size_t k, float* __restrict c, std::size_t ldc,
-                                              mve_pred16_t cols) noexcept {
+__attribute__((noinline)) void gemm_rx4_helium(const float* __restrict a, std::size_t lda, const float* __restrict b,
+                                               std::size_t ldb, std::size_t k, float* __restrict c, std::size_t ldc,
+                                               mve_pred16_t cols) noexcept {
   const float* __restrict a0 = a;
   const float* __restrict a1 = a0 + (R > 1 ? lda : 0);
   const float* __restrict a2 = a1 + (R > 2 ? lda : 0);
@@ -87,50 +102,40 @@ __attribute__((noinline)) void gemm_tile_rows(const float* __restrict a, std::si
     else
       vstrwq_p_f32(dst, v, cols);
   };
-  store(c, c0);
-  if constexpr (R > 1) store(c + ldc, c1);
-  if constexpr (R > 2) store(c + 2 * ldc, c2);
-  if constexpr (R > 3) store(c + 3 * ldc, c3);
-  if constexpr (R > 4) store(c + 4 * ldc, c4);
-  if constexpr (R > 5) store(c + 5 * ldc, c5);
+  store_first<R>(store, c, ldc, c0, c1, c2, c3, c4, c5);
+}
+
+// f(std::integral_constant<std::size_t, n>{}) when 1 <= n <= sizeof...(I): a run-time count (the rows or columns
+// left after the widest tiles) as the template argument of a tile, whose registers are fixed at compile time.
+// GCC compiles the tests to one jump table.
+template <class F, std::size_t... I>
+MICROATTN_HELIUM_INLINE void with_count(std::size_t n, F&& f, std::index_sequence<I...>) noexcept {
+  constexpr std::size_t max = sizeof...(I);
+  (void)((n == max - I && (f(std::integral_constant<std::size_t, max - I>{}), true)) || ...);
 }
 
 template <bool Full>  // inlined: one frame less on the deepest stack path (layer forward, scores)
-__attribute__((always_inline)) inline void gemm_rows_helium_cols(const float* a, std::size_t lda, const float* b,
-                                                                 std::size_t ldb, std::size_t k, float* c,
-                                                                 std::size_t ldc, std::size_t m,
-                                                                 mve_pred16_t cols) noexcept {
+__attribute__((always_inline)) inline void gemm_nx4_helium(const float* a, std::size_t lda, const float* b,
+                                                           std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
+                                                           std::size_t m, mve_pred16_t cols) noexcept {
   std::size_t i = 0;
-  for (; i + 6 <= m; i += 6) gemm_tile_rows<6, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-  switch (m - i) {
-    case 5:
-      gemm_tile_rows<5, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 4:
-      gemm_tile_rows<4, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 3:
-      gemm_tile_rows<3, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 2:
-      gemm_tile_rows<2, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    case 1:
-      gemm_tile_rows<1, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
-      break;
-    default:
-      break;
-  }
+  for (; i + 6 <= m; i += 6) gemm_rx4_helium<6, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
+  with_count(
+      m - i,
+      [&](auto rows) __attribute__((always_inline)) {
+        gemm_rx4_helium<decltype(rows)::value, Full>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc, cols);
+      },
+      std::make_index_sequence<5>{});
 }
 
 // Rows [0, m) of c against 4 columns of b (n_cols <= 4 of them exist): tiles of 6 rows, then one of the rest.
-void gemm_rows_helium(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t k, float* c,
-                      std::size_t ldc, std::size_t m, std::size_t n_cols) noexcept {
+void gemm_nxc_helium(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t k, float* c,
+                     std::size_t ldc, std::size_t m, std::size_t n_cols) noexcept {
   const mve_pred16_t cols = vctp32q(static_cast<std::uint32_t>(n_cols));
   if (n_cols == lanes)
-    gemm_rows_helium_cols<true>(a, lda, b, ldb, k, c, ldc, m, cols);
+    gemm_nx4_helium<true>(a, lda, b, ldb, k, c, ldc, m, cols);
   else
-    gemm_rows_helium_cols<false>(a, lda, b, ldb, k, c, ldc, m, cols);
+    gemm_nx4_helium<false>(a, lda, b, ldb, k, c, ldc, m, cols);
 }
 
 MICROATTN_HELIUM_INLINE float horizontal_sum(float32x4_t v) noexcept {
@@ -140,9 +145,9 @@ MICROATTN_HELIUM_INLINE float horizontal_sum(float32x4_t v) noexcept {
 // b transposed (b stored n×k, the nn.Linear layout): R rows of a × C rows of b as dot products along p, four
 // p at a time (predicated tail), then one horizontal sum per element. 2×2: 4 accumulators + 4 operands.
 template <int R, int C>
-__attribute__((noinline)) void gemm_tile_dot(const float* __restrict a, std::size_t lda, const float* __restrict b,
-                                             std::size_t ldb, std::size_t k, float* __restrict c,
-                                             std::size_t ldc) noexcept {
+__attribute__((noinline)) void gemm_rxc_dot_helium(const float* __restrict a, std::size_t lda,
+                                                   const float* __restrict b, std::size_t ldb, std::size_t k,
+                                                   float* __restrict c, std::size_t ldc) noexcept {
   const float* __restrict a0 = a;
   const float* __restrict a1 = a + (R > 1 ? lda : 0);
   const float* __restrict b0 = b;
@@ -180,22 +185,22 @@ void gemm_helium(const GemmArgs& g) noexcept {
   if (!g.transpose_b) {
     for (std::size_t j = 0; j < g.n; j += lanes) {
       const std::size_t nc = g.n - j < lanes ? g.n - j : lanes;
-      gemm_rows_helium(g.a, g.lda, g.b + j, g.ldb, g.k, g.c + j, g.ldc, g.m, nc);
+      gemm_nxc_helium(g.a, g.lda, g.b + j, g.ldb, g.k, g.c + j, g.ldc, g.m, nc);
     }
     return;
   }
   const std::size_t m2 = g.m & ~std::size_t{1}, n2 = g.n & ~std::size_t{1};
   for (std::size_t i = 0; i < m2; i += 2) {
     for (std::size_t j = 0; j < n2; j += 2)
-      gemm_tile_dot<2, 2>(g.a + i * g.lda, g.lda, g.b + j * g.ldb, g.ldb, g.k, g.c + i * g.ldc + j, g.ldc);
+      gemm_rxc_dot_helium<2, 2>(g.a + i * g.lda, g.lda, g.b + j * g.ldb, g.ldb, g.k, g.c + i * g.ldc + j, g.ldc);
     if (n2 < g.n)
-      gemm_tile_dot<2, 1>(g.a + i * g.lda, g.lda, g.b + n2 * g.ldb, g.ldb, g.k, g.c + i * g.ldc + n2, g.ldc);
+      gemm_rxc_dot_helium<2, 1>(g.a + i * g.lda, g.lda, g.b + n2 * g.ldb, g.ldb, g.k, g.c + i * g.ldc + n2, g.ldc);
   }
   if (m2 < g.m) {
     for (std::size_t j = 0; j < n2; j += 2)
-      gemm_tile_dot<1, 2>(g.a + m2 * g.lda, g.lda, g.b + j * g.ldb, g.ldb, g.k, g.c + m2 * g.ldc + j, g.ldc);
+      gemm_rxc_dot_helium<1, 2>(g.a + m2 * g.lda, g.lda, g.b + j * g.ldb, g.ldb, g.k, g.c + m2 * g.ldc + j, g.ldc);
     if (n2 < g.n)
-      gemm_tile_dot<1, 1>(g.a + m2 * g.lda, g.lda, g.b + n2 * g.ldb, g.ldb, g.k, g.c + m2 * g.ldc + n2, g.ldc);
+      gemm_rxc_dot_helium<1, 1>(g.a + m2 * g.lda, g.lda, g.b + n2 * g.ldb, g.ldb, g.k, g.c + m2 * g.ldc + n2, g.ldc);
   }
 }
 
@@ -220,7 +225,18 @@ MICROATTN_HELIUM_INLINE float32x4_t clamp_below(float32x4_t x, float32x4_t lo_v)
 // ---- exp --------------------------------------------------------------------------------------------------
 // The algorithms of scalar_math.hpp (exp_constants.hpp), four lanes at a time, in the same operation order.
 // The clamps are compare-and-select, not VMAXNM/VMINNM, so that a NaN passes through as in the scalar code.
-MICROATTN_HELIUM_INLINE float32x4_t exp_helium(float32x4_t x) noexcept {  // (used in predicated loops)
+
+// c.c0 + c.c1·r + … + c.c6·r⁶, in the order of scalar_math.hpp's horner6.
+MICROATTN_HELIUM_INLINE float32x4_t horner6(float32x4_t r, const Poly6& c) noexcept {
+  float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c.c6), r, c.c5);
+  p = vfmasq_n_f32(p, r, c.c4);
+  p = vfmasq_n_f32(p, r, c.c3);
+  p = vfmasq_n_f32(p, r, c.c2);
+  p = vfmasq_n_f32(p, r, c.c1);
+  return vfmasq_n_f32(p, r, c.c0);
+}
+
+MICROATTN_HELIUM_INLINE float32x4_t exp_vec(float32x4_t x) noexcept {  // (used in predicated loops)
   using namespace exp_constants;
   x = clamp_below<true>(x, vdupq_n_f32(x_min));
   x = vpselq_f32(vdupq_n_f32(x_max), x, vcmpgtq_n_f32(x, x_max));
@@ -228,12 +244,7 @@ MICROATTN_HELIUM_INLINE float32x4_t exp_helium(float32x4_t x) noexcept {  // (us
   const float32x4_t n = vsubq_n_f32(t, round_magic);
   float32x4_t r = vfmaq_n_f32(x, n, -ln2_hi);
   r = vfmaq_n_f32(r, n, -ln2_lo);
-  float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c6), r, c5);
-  p = vfmasq_n_f32(p, r, c4);
-  p = vfmasq_n_f32(p, r, c3);
-  p = vfmasq_n_f32(p, r, c2);
-  p = vfmasq_n_f32(p, r, c1);
-  p = vfmasq_n_f32(p, r, c0);
+  const float32x4_t p = horner6(r, poly);
   const int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(t), vdupq_n_s32(static_cast<std::int32_t>(0x4b400000)));
   const int32x4_t e1 = vshrq_n_s32(ni, 1);  // arithmetic shift: both halves keep 2^e normal
   const int32x4_t e2 = vsubq_s32(ni, e1);
@@ -245,34 +256,29 @@ MICROATTN_HELIUM_INLINE float32x4_t exp_helium(float32x4_t x) noexcept {  // (us
 // 2^x for x <= 0 or NaN (exp2_constants): x clamped at −127, where the exponent field becomes 0.
 // KeepP0: called where a tail predicate is live (see clamp_below).
 template <bool KeepP0>
-MICROATTN_HELIUM_INLINE float32x4_t exp2_nonpositive_helium(float32x4_t x) noexcept {
+MICROATTN_HELIUM_INLINE float32x4_t exp2_nonpositive_vec(float32x4_t x) noexcept {
   using namespace exp2_constants;
   x = clamp_below<KeepP0>(x, vdupq_n_f32(x_min));
   const float32x4_t t = vaddq_n_f32(x, round_magic);
   const float32x4_t r = vsubq_f32(x, vsubq_n_f32(t, round_magic));
-  float32x4_t p = vfmasq_n_f32(vdupq_n_f32(c6), r, c5);
-  p = vfmasq_n_f32(p, r, c4);
-  p = vfmasq_n_f32(p, r, c3);
-  p = vfmasq_n_f32(p, r, c2);
-  p = vfmasq_n_f32(p, r, c1);
-  p = vfmasq_n_f32(p, r, c0);
+  const float32x4_t p = horner6(r, poly);
   // (bits(t) − bits(magic) + 127) << 23, as one add of a constant
   const uint32x4_t e =
       vshlq_n_u32(vaddq_n_u32(vreinterpretq_u32_f32(t), 127u - static_cast<std::uint32_t>(0x4b400000)), 23);
   return vmulq_f32(p, vreinterpretq_f32_u32(e));
 }
 
-void exp_helium_n(const float* x, float* y, std::size_t n) noexcept {
+void exp_helium(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; i += lanes) {
     const mve_pred16_t live = vctp32q(static_cast<std::uint32_t>(n - i));
-    vstrwq_p_f32(y + i, exp_helium(vldrwq_z_f32(x + i, live)), live);
+    vstrwq_p_f32(y + i, exp_vec(vldrwq_z_f32(x + i, live)), live);
   }
 }
 
-void exp2_nonpositive_helium_n(const float* x, float* y, std::size_t n) noexcept {
+void exp2_nonpositive_helium(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; i += lanes) {
     const mve_pred16_t live = vctp32q(static_cast<std::uint32_t>(n - i));
-    vstrwq_p_f32(y + i, exp2_nonpositive_helium<true>(vldrwq_z_f32(x + i, live)), live);
+    vstrwq_p_f32(y + i, exp2_nonpositive_vec<true>(vldrwq_z_f32(x + i, live)), live);
   }
 }
 
@@ -294,7 +300,7 @@ void softmax_row_helium(float* x, std::size_t n) noexcept {
   float32x4_t sum = vdupq_n_f32(0.0f);
   for (std::size_t i = 0; i < n; i += lanes) {
     const mve_pred16_t live = vctp32q(static_cast<std::uint32_t>(n - i));
-    const float32x4_t e = exp_helium(vsubq_n_f32(vldrwq_z_f32(x + i, live), m));
+    const float32x4_t e = exp_vec(vsubq_n_f32(vldrwq_z_f32(x + i, live), m));
     vstrwq_p_f32(x + i, e, live);
     sum = vaddq_m_f32(sum, sum, e, live);
   }
@@ -310,7 +316,7 @@ void softmax_row_helium(float* x, std::size_t n) noexcept {
 void attn_scores_helium(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
                         std::size_t nq) noexcept {
   (void)nq;  // all four lanes are computed (qt is zero beyond nq)
-  gemm_rows_helium(k, ldk, qt, br, d_k, s, br, bk, lanes);
+  gemm_nxc_helium(k, ldk, qt, br, d_k, s, br, bk, lanes);
 }
 
 void attn_softmax_helium(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
@@ -323,12 +329,12 @@ void attn_softmax_helium(float* s, std::size_t bk, float* m, float* l, float* al
   while (--j != 0);  // bk >= 1; do-whiles become low-overhead loops (LE)
   // A lane that has seen nothing (−inf) uses 0, so it never computes −inf − (−inf).
   const float32x4_t m_use = vpselq_f32(vdupq_n_f32(0.0f), mb, vcmpeqq_n_f32(mb, -INFINITY));
-  const float32x4_t a = exp2_nonpositive_helium<false>(vsubq_f32(m_old, m_use));
+  const float32x4_t a = exp2_nonpositive_vec<false>(vsubq_f32(m_old, m_use));
   float32x4_t sum = vdupq_n_f32(0.0f);
   float* x = s;
   j = bk;
   do {
-    const float32x4_t p = exp2_nonpositive_helium<false>(vsubq_f32(vldrwq_f32(x), m_use));
+    const float32x4_t p = exp2_nonpositive_vec<false>(vsubq_f32(vldrwq_f32(x), m_use));
     vstrwq_f32(x, p);
     x += br;
     sum = vaddq_f32(sum, p);
@@ -340,8 +346,8 @@ void attn_softmax_helium(float* s, std::size_t bk, float* m, float* l, float* al
 
 // P·V: ot[c] (4 lanes) = ot[c]·alpha + Σ_j p[j] · v[j][c]; C columns at a time in registers across all keys.
 template <int C>
-__attribute__((noinline)) void attn_pv_columns(const float* __restrict p, std::size_t bk, const float* __restrict v,
-                                               std::size_t ldv, float32x4_t a, float* __restrict ot) noexcept {
+__attribute__((noinline)) void attn_pv_cx4_helium(const float* __restrict p, std::size_t bk, const float* __restrict v,
+                                                  std::size_t ldv, float32x4_t a, float* __restrict ot) noexcept {
   float32x4_t c0 = vmulq_f32(vldrwq_f32(ot), a), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
   if constexpr (C > 1) c1 = vmulq_f32(vldrwq_f32(ot + br), a);
   if constexpr (C > 2) c2 = vmulq_f32(vldrwq_f32(ot + 2 * br), a);
@@ -366,12 +372,9 @@ __attribute__((noinline)) void attn_pv_columns(const float* __restrict p, std::s
     if constexpr (C > 5) c5 = vfmaq_n_f32(c5, pj, y);
     v += ldv;
   } while (--j != 0);
-  vstrwq_f32(ot, c0);
-  if constexpr (C > 1) vstrwq_f32(ot + br, c1);
-  if constexpr (C > 2) vstrwq_f32(ot + 2 * br, c2);
-  if constexpr (C > 3) vstrwq_f32(ot + 3 * br, c3);
-  if constexpr (C > 4) vstrwq_f32(ot + 4 * br, c4);
-  if constexpr (C > 5) vstrwq_f32(ot + 5 * br, c5);
+  store_first<C>(
+      [](float* dst, float32x4_t x) __attribute__((always_inline)) { vstrwq_f32(dst, x); }, ot, br, c0, c1, c2, c3, c4,
+      c5);
 }
 
 void attn_pv_helium(const float* p, std::size_t bk, const float* v, std::size_t ldv, std::size_t d_v,
@@ -379,26 +382,13 @@ void attn_pv_helium(const float* p, std::size_t bk, const float* v, std::size_t 
   (void)nq;
   const float32x4_t a = vldrwq_f32(alpha);
   std::size_t c = 0;
-  for (; c + 6 <= d_v; c += 6) attn_pv_columns<6>(p, bk, v + c, ldv, a, ot + c * br);
-  switch (d_v - c) {
-    case 5:
-      attn_pv_columns<5>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 4:
-      attn_pv_columns<4>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 3:
-      attn_pv_columns<3>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 2:
-      attn_pv_columns<2>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    case 1:
-      attn_pv_columns<1>(p, bk, v + c, ldv, a, ot + c * br);
-      break;
-    default:
-      break;
-  }
+  for (; c + 6 <= d_v; c += 6) attn_pv_cx4_helium<6>(p, bk, v + c, ldv, a, ot + c * br);
+  with_count(
+      d_v - c,
+      [&](auto cols) __attribute__((always_inline)) {
+        attn_pv_cx4_helium<decltype(cols)::value>(p, bk, v + c, ldv, a, ot + c * br);
+      },
+      std::make_index_sequence<5>{});
 }
 
 // qt[p][i] = q[i][p]·factor: four rows of q, four p at a time, transposed on the way out by VST4 (which
@@ -459,14 +449,14 @@ constexpr Kernels helium_table{
     /* flushes_subnormals */ true,  // MVE floating point flushes subnormal inputs and results (as QEMU runs it)
     /* gemm */ gemm_helium,
     /* softmax_row */ softmax_row_helium,
-    /* exp */ exp_helium_n,
+    /* exp */ exp_helium,
     /* attn_scores */ attn_scores_helium,
     /* attn_softmax */ attn_softmax_helium,
     /* attn_pv */ attn_pv_helium,
     /* attn_pack_q */ attn_pack_q_helium,
     /* attn_store_out */ attn_store_out_helium,
-    /* exp2_nonpositive */ exp2_nonpositive_helium_n,
-    // Few rows: the scalar kernels and threshold for now (no Helium versions yet).
+    /* exp2_nonpositive */ exp2_nonpositive_helium,
+    // Row kernels: the scalar ones and their threshold for now (no Helium versions yet).
     /* few_query_max */ few_query_max_scalar,
     /* rows_dot */ rows_dot_scalar,
     /* rows_softmax */ rows_softmax_scalar,

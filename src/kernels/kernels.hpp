@@ -60,7 +60,7 @@ struct Kernels {
   // 2^x for x <= 0 or NaN: the exp attn_softmax uses (exposed for the accuracy test).
   void (*exp2_nonpositive)(const float* x, float* y, std::size_t n) noexcept;
 
-  // --- Few rows: one query (or one row of a) per row, keys along it; only the head dim is in the lanes. ---
+  // --- Row kernels: one query (or one row of a) per row, keys along it; only the head dim is in the lanes. ---
   // Attention with few queries (decoding) and matmul with small m run on these: a query tile would fill 1 lane of
   // 16 per query, and packing all of b for a handful of rows costs more than the product.
   // attention_run takes the few-query path for n_q <= few_query_max (chosen by measurement: bench_decode_peers
@@ -80,9 +80,9 @@ struct Kernels {
                     std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
 };
 
-// The scalar few-row kernels and threshold (scalar.cpp), shared with vector tables that have none of their own.
-// Up to 3 queries take the row path: measured on x86 (bench_decode_peers BM_few_path, n_kv = 256) 2.9× faster for
-// one query, 1.6× for three, slower from four (on Cortex-M a tile is 4 queries: four fill it).
+// The scalar row kernels and threshold (scalar.cpp), shared with vector tables that have none of their own.
+// Up to 3 queries take the few-query path: with the scalar kernels it measured faster than a tile for up to three
+// queries and slower from four (bench_decode_peers BM_few_path; on Cortex-M a tile is 4 queries, which four fill).
 constexpr std::size_t few_query_max_scalar = 3;
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept;
@@ -91,7 +91,7 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
 void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                       std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
 
-// 2^x for x <= 0 or NaN (scalar_math.hpp's exp2_nonpositive_scalar), out of line (scalar.cpp): for cold callers.
+// 2^x for x <= 0 or NaN (scalar_math.hpp's exp2_nonpositive_float), out of line (scalar.cpp): for cold callers.
 float exp2_nonpositive_call(float x) noexcept;
 
 const Kernels& scalar_kernels() noexcept;

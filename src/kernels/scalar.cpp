@@ -13,8 +13,8 @@ namespace microattn {
 namespace detail {
 
 // One 2^x out of line (kernels.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
-// exact row path of attention.cpp): each inlined copy costs ~90 bytes of flash.
-__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_scalar(x); }
+// exact path of attention): each inlined copy costs ~90 bytes of flash.
+__attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_float(x); }
 
 namespace {
 
@@ -25,46 +25,48 @@ constexpr std::size_t gemm_nr = 4;
 // merges them). One instruction instead of four, and no more cycles (Cortex-M4 TRM: VLDM 1 + N, VLDR 2). The
 // registers are fixed by the asm: the tiles below use two disjoint sets, so both operands of a step can be
 // live at once. Elsewhere: four plain loads.
+// name##_four<Next>: y0..y3 = p[0..3], then with Next p += 4 (VLDM's write-back: no add).
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
-#define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                          \
-  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2,         \
-                                                     float& y3) noexcept {                                    \
-    register float x0 asm(r0);                                                                                \
-    register float x1 asm(r1);                                                                                \
-    register float x2 asm(r2);                                                                                \
-    register float x3 asm(r3);                                                                                \
-    asm("vldmia %4, {" r0 "-" r3 "}"                                                                          \
-        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                              \
-        : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                              \
-    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                       \
-  }                                                                                                           \
-  /* The same, then p += 4 (VLDM's write-back: no add). */                                                    \
-  [[maybe_unused]] MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, \
-                                                            float& y3) noexcept {                             \
-    register float x0 asm(r0);                                                                                \
-    register float x1 asm(r1);                                                                                \
-    register float x2 asm(r2);                                                                                \
-    register float x3 asm(r3);                                                                                \
-    asm("vldmia %4!, {" r0 "-" r3 "}"                                                                         \
-        : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                     \
-        : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                      \
-    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                       \
+#define MICROATTN_DEFINE_LOAD4_FOUR(name, r0, r1, r2, r3)                                                          \
+  template <bool Next>                                                                                             \
+  MICROATTN_SCALAR_INLINE void name##_four(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
+    register float x0 asm(r0);                                                                                     \
+    register float x1 asm(r1);                                                                                     \
+    register float x2 asm(r2);                                                                                     \
+    register float x3 asm(r3);                                                                                     \
+    if constexpr (Next)                                                                                            \
+      asm("vldmia %4!, {" r0 "-" r3 "}"                                                                            \
+          : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3), "+r"(p)                                                        \
+          : "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                         \
+    else                                                                                                           \
+      asm("vldmia %4, {" r0 "-" r3 "}"                                                                             \
+          : "=t"(x0), "=t"(x1), "=t"(x2), "=t"(x3)                                                                 \
+          : "r"(p), "m"(*reinterpret_cast<const float(*)[4]>(p)));                                                 \
+    y0 = x0, y1 = x1, y2 = x2, y3 = x3;                                                                            \
   }
 #else
+#define MICROATTN_DEFINE_LOAD4_FOUR(name, r0, r1, r2, r3)                                                          \
+  template <bool Next>                                                                                             \
+  MICROATTN_SCALAR_INLINE void name##_four(const float*& p, float& y0, float& y1, float& y2, float& y3) noexcept { \
+    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                                    \
+    if constexpr (Next) p += 4;                                                                                    \
+  }
+#endif
+// name(p, …) loads four floats at p; name##_next(p, …) loads them and advances p past them.
 #define MICROATTN_DEFINE_LOAD4(name, r0, r1, r2, r3)                                                          \
+  MICROATTN_DEFINE_LOAD4_FOUR(name, r0, r1, r2, r3)                                                           \
   [[maybe_unused]] MICROATTN_SCALAR_INLINE void name(const float* p, float& y0, float& y1, float& y2,         \
                                                      float& y3) noexcept {                                    \
-    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                               \
+    name##_four<false>(p, y0, y1, y2, y3);                                                                    \
   }                                                                                                           \
   [[maybe_unused]] MICROATTN_SCALAR_INLINE void name##_next(const float*& p, float& y0, float& y1, float& y2, \
                                                             float& y3) noexcept {                             \
-    y0 = p[0], y1 = p[1], y2 = p[2], y3 = p[3];                                                               \
-    p += 4;                                                                                                   \
+    name##_four<true>(p, y0, y1, y2, y3);                                                                     \
   }
-#endif
 MICROATTN_DEFINE_LOAD4(load4_a, "s24", "s25", "s26", "s27")
 MICROATTN_DEFINE_LOAD4(load4_b, "s28", "s29", "s30", "s31")
 #undef MICROATTN_DEFINE_LOAD4
+#undef MICROATTN_DEFINE_LOAD4_FOUR
 
 // Register tiles written out: every accumulator and operand is a named local, so they live in registers at
 // any optimization level (at -Os GCC unrolls nothing, and arrays such as acc[4][4] would stay on the stack:
@@ -106,17 +108,42 @@ struct BColumns<true> {
   }
 };
 
+// The 16 accumulators of a 4×4 tile, named (a struct of scalars, which GCC keeps in registers like the locals
+// they replace). fma adds the outer product of a0..a3 (rows) and b0..b3 (columns), one fused multiply-add per
+// element, in row order.
+struct Tile4x4 {
+  float c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33;
+  MICROATTN_SCALAR_INLINE void fma(float a0, float a1, float a2, float a3, float b0, float b1, float b2,
+                                   float b3) noexcept {
+    c00 = fmadd(a0, b0, c00);
+    c01 = fmadd(a0, b1, c01);
+    c02 = fmadd(a0, b2, c02);
+    c03 = fmadd(a0, b3, c03);
+    c10 = fmadd(a1, b0, c10);
+    c11 = fmadd(a1, b1, c11);
+    c12 = fmadd(a1, b2, c12);
+    c13 = fmadd(a1, b3, c13);
+    c20 = fmadd(a2, b0, c20);
+    c21 = fmadd(a2, b1, c21);
+    c22 = fmadd(a2, b2, c22);
+    c23 = fmadd(a2, b3, c23);
+    c30 = fmadd(a3, b0, c30);
+    c31 = fmadd(a3, b1, c31);
+    c32 = fmadd(a3, b2, c32);
+    c33 = fmadd(a3, b3, c33);
+  }
+};
+
 // The tiles are out of line: inlined into the loops over tiles, their pointers would compete with the loop
 // variables for the 13 general registers and spill.
 template <bool TransposeB>
-__attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
+__attribute__((noinline)) void gemm_4x4_scalar(const GemmArgs& g, std::size_t i0, std::size_t j0) noexcept {
   const float* __restrict a0 = g.a + i0 * g.lda;
   const float* __restrict a1 = a0 + g.lda;
   const float* __restrict a2 = a1 + g.lda;
   const float* __restrict a3 = a2 + g.lda;
   BColumns<TransposeB> b(g, j0);
-  float c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f, c10 = 0.0f, c11 = 0.0f, c12 = 0.0f, c13 = 0.0f;
-  float c20 = 0.0f, c21 = 0.0f, c22 = 0.0f, c23 = 0.0f, c30 = 0.0f, c31 = 0.0f, c32 = 0.0f, c33 = 0.0f;
+  Tile4x4 t{};
   // Tested at the bottom: one branch a step, not two. k >= 1: every caller's inner dimension is a view's
   // column count (matmul, attention's d_k, a layer's model_dim), which the entry points check non-zero.
   std::size_t p = g.k;
@@ -124,36 +151,21 @@ __attribute__((noinline)) void gemm_tile_4x4_scalar(const GemmArgs& g, std::size
     const float x0 = *a0++, x1 = *a1++, x2 = *a2++, x3 = *a3++;
     float y0, y1, y2, y3;
     b.next(y0, y1, y2, y3);
-    c00 = fmadd(x0, y0, c00);
-    c01 = fmadd(x0, y1, c01);
-    c02 = fmadd(x0, y2, c02);
-    c03 = fmadd(x0, y3, c03);
-    c10 = fmadd(x1, y0, c10);
-    c11 = fmadd(x1, y1, c11);
-    c12 = fmadd(x1, y2, c12);
-    c13 = fmadd(x1, y3, c13);
-    c20 = fmadd(x2, y0, c20);
-    c21 = fmadd(x2, y1, c21);
-    c22 = fmadd(x2, y2, c22);
-    c23 = fmadd(x2, y3, c23);
-    c30 = fmadd(x3, y0, c30);
-    c31 = fmadd(x3, y1, c31);
-    c32 = fmadd(x3, y2, c32);
-    c33 = fmadd(x3, y3, c33);
+    t.fma(x0, x1, x2, x3, y0, y1, y2, y3);
   } while (--p != 0);
   float* __restrict c = g.c + i0 * g.ldc + j0;
-  c[0] = c00, c[1] = c01, c[2] = c02, c[3] = c03;
+  c[0] = t.c00, c[1] = t.c01, c[2] = t.c02, c[3] = t.c03;
   c += g.ldc;
-  c[0] = c10, c[1] = c11, c[2] = c12, c[3] = c13;
+  c[0] = t.c10, c[1] = t.c11, c[2] = t.c12, c[3] = t.c13;
   c += g.ldc;
-  c[0] = c20, c[1] = c21, c[2] = c22, c[3] = c23;
+  c[0] = t.c20, c[1] = t.c21, c[2] = t.c22, c[3] = t.c23;
   c += g.ldc;
-  c[0] = c30, c[1] = c31, c[2] = c32, c[3] = c33;
+  c[0] = t.c30, c[1] = t.c31, c[2] = t.c32, c[3] = t.c33;
 }
 
 // One row against four columns (the rows left below the last 4-row tile). Edge tiles read b with a run-time
 // step (1 when transposed, ldb otherwise): they are not worth a copy per layout.
-__attribute__((noinline)) void gemm_tile_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
+__attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
   const float* __restrict a = g.a + i * g.lda;
   const std::size_t step = g.transpose_b ? 1 : g.ldb, next_col = g.transpose_b ? g.ldb : 1;
   const float* __restrict b0 = g.transpose_b ? g.b + j0 * g.ldb : g.b + j0;
@@ -173,7 +185,7 @@ __attribute__((noinline)) void gemm_tile_1x4_scalar(const GemmArgs& g, std::size
 }
 
 // Four rows against one column (the columns left right of the last 4-column tile), and one element.
-__attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size_t i0, std::size_t j) noexcept {
+__attribute__((noinline)) void gemm_4x1_scalar(const GemmArgs& g, std::size_t i0, std::size_t j) noexcept {
   const float* __restrict a0 = g.a + i0 * g.lda;
   const float* __restrict a1 = a0 + g.lda;
   const float* __restrict a2 = a1 + g.lda;
@@ -196,7 +208,7 @@ __attribute__((noinline)) void gemm_tile_4x1_scalar(const GemmArgs& g, std::size
   c[3 * g.ldc] = c3;
 }
 
-__attribute__((noinline)) void gemm_tile_1x1_scalar(const GemmArgs& g, std::size_t i, std::size_t j) noexcept {
+__attribute__((noinline)) void gemm_1x1_scalar(const GemmArgs& g, std::size_t i, std::size_t j) noexcept {
   const float* __restrict a = g.a + i * g.lda;
   const float* __restrict b = g.transpose_b ? g.b + j * g.ldb : g.b + j;
   const std::size_t step = g.transpose_b ? 1 : g.ldb;
@@ -206,28 +218,28 @@ __attribute__((noinline)) void gemm_tile_1x1_scalar(const GemmArgs& g, std::size
 }
 
 template <bool TransposeB>
-void gemm_scalar_impl(const GemmArgs& g) noexcept {
+void gemm_tiles_scalar(const GemmArgs& g) noexcept {
   const std::size_t m4 = g.m - g.m % gemm_mr, n4 = g.n - g.n % gemm_nr;
   for (std::size_t i0 = 0; i0 < m4; i0 += gemm_mr) {
-    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_4x4_scalar<TransposeB>(g, i0, j0);
-    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_4x1_scalar(g, i0, j);
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_4x4_scalar<TransposeB>(g, i0, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_4x1_scalar(g, i0, j);
   }
   for (std::size_t i = m4; i < g.m; ++i) {
-    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_tile_1x4_scalar(g, i, j0);
-    for (std::size_t j = n4; j < g.n; ++j) gemm_tile_1x1_scalar(g, i, j);
+    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_1x4_scalar(g, i, j0);
+    for (std::size_t j = n4; j < g.n; ++j) gemm_1x1_scalar(g, i, j);
   }
 }
 
 void gemm_scalar(const GemmArgs& g) noexcept {
   if (g.transpose_b) {
-    gemm_scalar_impl<true>(g);
+    gemm_tiles_scalar<true>(g);
   } else {
-    gemm_scalar_impl<false>(g);
+    gemm_tiles_scalar<false>(g);
   }
 }
 
-__attribute__((noinline)) void exp_scalar_n(const float* x, float* y, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) y[i] = exp_scalar(x[i]);
+__attribute__((noinline)) void exp_scalar(const float* x, float* y, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp_float(x[i]);
 }
 
 void softmax_row_scalar(float* x, std::size_t n) noexcept {
@@ -243,7 +255,7 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
   // x − m in place, then the exp kernel over the row (one inlined exp in the library, not two), then the sum.
   // NaN − m is NaN, exp(NaN) is NaN, so the sum turns NaN.
   for (std::size_t i = 0; i < n; ++i) x[i] -= m;
-  exp_scalar_n(x, x, n);
+  exp_scalar(x, x, n);
   float sum = 0.0f;
   for (std::size_t i = 0; i < n; ++i) sum += x[i];
   const float inv = 1.0f / sum;
@@ -265,13 +277,13 @@ void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::s
 // needs fresh copies of c5 … c0: on Cortex-M one VLDM per pair reloads all twelve (instead of twelve moves
 // or literal loads).
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
-constexpr float exp2_addends[12] = {exp2_constants::c5, exp2_constants::c4, exp2_constants::c3, exp2_constants::c2,
-                                    exp2_constants::c1, exp2_constants::c0, exp2_constants::c5, exp2_constants::c4,
-                                    exp2_constants::c3, exp2_constants::c2, exp2_constants::c1, exp2_constants::c0};
+constexpr Poly6 exp2_poly = exp2_constants::poly;
+constexpr float exp2_addends[12] = {exp2_poly.c5, exp2_poly.c4, exp2_poly.c3, exp2_poly.c2, exp2_poly.c1, exp2_poly.c0,
+                                    exp2_poly.c5, exp2_poly.c4, exp2_poly.c3, exp2_poly.c2, exp2_poly.c1, exp2_poly.c0};
 #endif
 
-__attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::size_t bk, float u0, float u1, float& sum0,
-                                                   float& sum1) noexcept {
+__attribute__((noinline)) void attn_softmax_nx2_scalar(float* __restrict x, std::size_t bk, float u0, float u1,
+                                                       float& sum0, float& sum1) noexcept {
   float s0 = 0.0f, s1 = 0.0f;
   if (std::size_t j = bk) do {  // tested at the bottom
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
@@ -282,10 +294,10 @@ __attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::siz
                    : "=t"(a5), "=t"(a4), "=t"(a3), "=t"(a2), "=t"(a1), "=t"(a0), "=t"(b5), "=t"(b4), "=t"(b3), "=t"(b2),
                      "=t"(b1), "=t"(b0)
                    : "r"(exp2_addends), "m"(exp2_addends));
-      const float p0 = exp2_nonpositive_with(x[0] - u0, a5, a4, a3, a2, a1, a0);
-      const float p1 = exp2_nonpositive_with(x[1] - u1, b5, b4, b3, b2, b1, b0);
+      const float p0 = exp2_nonpositive_float_with(x[0] - u0, a5, a4, a3, a2, a1, a0);
+      const float p1 = exp2_nonpositive_float_with(x[1] - u1, b5, b4, b3, b2, b1, b0);
 #else
-      const float p0 = exp2_nonpositive_scalar(x[0] - u0), p1 = exp2_nonpositive_scalar(x[1] - u1);
+      const float p0 = exp2_nonpositive_float(x[0] - u0), p1 = exp2_nonpositive_float(x[1] - u1);
 #endif
       x[0] = p0, x[1] = p1;
       s0 += p0, s1 += p1;
@@ -296,8 +308,8 @@ __attribute__((noinline)) void attn_exp2_lane_pair(float* __restrict x, std::siz
 
 // A full tile (4 lanes): one pass reads each key's four scores together (contiguous, no lane loop), the
 // running values of all lanes stay in registers. Per lane the same operations in the same order as below.
-__attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::size_t bk, float* __restrict m,
-                                                   float* __restrict l, float* __restrict alpha) noexcept {
+__attribute__((noinline)) void attn_softmax_nx4_scalar(float* __restrict s, std::size_t bk, float* __restrict m,
+                                                       float* __restrict l, float* __restrict alpha) noexcept {
   float m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
   const float* __restrict sj = s;
   for (std::size_t j = bk; j != 0; --j, sj += br) {
@@ -309,8 +321,8 @@ __attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::siz
   const float u0 = m0 == -INFINITY ? 0.0f : m0, u1 = m1 == -INFINITY ? 0.0f : m1;
   const float u2 = m2 == -INFINITY ? 0.0f : m2, u3 = m3 == -INFINITY ? 0.0f : m3;
   float sums[4];
-  attn_exp2_lane_pair(s, bk, u0, u1, sums[0], sums[1]);
-  attn_exp2_lane_pair(s + 2, bk, u2, u3, sums[2], sums[3]);
+  attn_softmax_nx2_scalar(s, bk, u0, u1, sums[0], sums[1]);
+  attn_softmax_nx2_scalar(s + 2, bk, u2, u3, sums[2], sums[3]);
   alpha[0] = u0, alpha[1] = u1, alpha[2] = u2, alpha[3] = u3;  // once per block: a loop, not four copies
   for (std::size_t i = 0; i < 4; ++i) {
     const float a = exp2_nonpositive_call(m[i] - alpha[i]);
@@ -322,7 +334,7 @@ __attribute__((noinline)) void attn_softmax_4lanes(float* __restrict s, std::siz
 
 void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* alpha, std::size_t nq) noexcept {
   if (br == 4 && nq == 4) {
-    attn_softmax_4lanes(s, bk, m, l, alpha);
+    attn_softmax_nx4_scalar(s, bk, m, l, alpha);
     return;
   }
   for (std::size_t i = 0; i < nq; ++i) {
@@ -344,50 +356,33 @@ void attn_softmax_scalar(float* s, std::size_t bk, float* m, float* l, float* al
 // P·V of a full tile (br = 4 lanes) for columns [c0, c0 + 4): the 16 accumulators ot[c][i] stay in registers
 // across the whole key block (loaded, rescaled by alpha once, stored once), and each key costs 4 loads of p,
 // 4 of v and 16 multiply-adds. Same order as the plain loop: ot·alpha, then + p[j]·v[j][c] for j in order.
-__attribute__((noinline)) void attn_pv_tile_4x4(const float* p, std::size_t bk, const float* __restrict v,
-                                                std::size_t ldv, const float* __restrict alpha,
-                                                float* __restrict ot) noexcept {
+__attribute__((noinline)) void attn_pv_4x4_scalar(const float* p, std::size_t bk, const float* __restrict v,
+                                                  std::size_t ldv, const float* __restrict alpha,
+                                                  float* __restrict ot) noexcept {
   const float al0 = alpha[0], al1 = alpha[1], al2 = alpha[2], al3 = alpha[3];
   float* __restrict o0 = ot;
   float* __restrict o1 = ot + br;
   float* __restrict o2 = ot + 2 * br;
   float* __restrict o3 = ot + 3 * br;
-  // cC_I: column c0 + C, lane I
-  float c00 = o0[0] * al0, c01 = o0[1] * al1, c02 = o0[2] * al2, c03 = o0[3] * al3;
-  float c10 = o1[0] * al0, c11 = o1[1] * al1, c12 = o1[2] * al2, c13 = o1[3] * al3;
-  float c20 = o2[0] * al0, c21 = o2[1] * al1, c22 = o2[2] * al2, c23 = o2[3] * al3;
-  float c30 = o3[0] * al0, c31 = o3[1] * al1, c32 = o3[2] * al2, c33 = o3[3] * al3;
+  // t.cCI: column c0 + C, lane I
+  Tile4x4 t{o0[0] * al0, o0[1] * al1, o0[2] * al2, o0[3] * al3, o1[0] * al0, o1[1] * al1, o1[2] * al2, o1[3] * al3,
+            o2[0] * al0, o2[1] * al1, o2[2] * al2, o2[3] * al3, o3[0] * al0, o3[1] * al1, o3[2] * al2, o3[3] * al3};
   if (std::size_t j = bk) do {  // tested at the bottom: one branch a key, not two
       float p0, p1, p2, p3, v0, v1, v2, v3;
       load4_a_next(p, p0, p1, p2, p3);  // p += br
       load4_b(v, v0, v1, v2, v3);
       v += ldv;
-      c00 = fmadd(v0, p0, c00);
-      c01 = fmadd(v0, p1, c01);
-      c02 = fmadd(v0, p2, c02);
-      c03 = fmadd(v0, p3, c03);
-      c10 = fmadd(v1, p0, c10);
-      c11 = fmadd(v1, p1, c11);
-      c12 = fmadd(v1, p2, c12);
-      c13 = fmadd(v1, p3, c13);
-      c20 = fmadd(v2, p0, c20);
-      c21 = fmadd(v2, p1, c21);
-      c22 = fmadd(v2, p2, c22);
-      c23 = fmadd(v2, p3, c23);
-      c30 = fmadd(v3, p0, c30);
-      c31 = fmadd(v3, p1, c31);
-      c32 = fmadd(v3, p2, c32);
-      c33 = fmadd(v3, p3, c33);
+      t.fma(v0, v1, v2, v3, p0, p1, p2, p3);
     } while (--j != 0);
-  o0[0] = c00, o0[1] = c01, o0[2] = c02, o0[3] = c03;
-  o1[0] = c10, o1[1] = c11, o1[2] = c12, o1[3] = c13;
-  o2[0] = c20, o2[1] = c21, o2[2] = c22, o2[3] = c23;
-  o3[0] = c30, o3[1] = c31, o3[2] = c32, o3[3] = c33;
+  o0[0] = t.c00, o0[1] = t.c01, o0[2] = t.c02, o0[3] = t.c03;
+  o1[0] = t.c10, o1[1] = t.c11, o1[2] = t.c12, o1[3] = t.c13;
+  o2[0] = t.c20, o2[1] = t.c21, o2[2] = t.c22, o2[3] = t.c23;
+  o3[0] = t.c30, o3[1] = t.c31, o3[2] = t.c32, o3[3] = t.c33;
 }
 
 // One column, four lanes (the columns left after the 4-column tiles).
-void attn_pv_tile_4x1(const float* __restrict p, std::size_t bk, const float* __restrict v, std::size_t ldv,
-                      const float* __restrict alpha, float* __restrict ot) noexcept {
+void attn_pv_1x4_scalar(const float* __restrict p, std::size_t bk, const float* __restrict v, std::size_t ldv,
+                        const float* __restrict alpha, float* __restrict ot) noexcept {
   float c0 = ot[0] * alpha[0], c1 = ot[1] * alpha[1], c2 = ot[2] * alpha[2], c3 = ot[3] * alpha[3];
   for (std::size_t j = bk; j != 0; --j) {
     const float vj = *v;
@@ -405,8 +400,8 @@ void attn_pv_scalar(const float* p, std::size_t bk, const float* v, std::size_t 
                     const float* alpha, float* ot, std::size_t nq) noexcept {
   if (br == 4 && nq == 4) {
     std::size_t c = 0;
-    for (; c + 4 <= d_v; c += 4) attn_pv_tile_4x4(p, bk, v + c, ldv, alpha, ot + c * br);
-    for (; c < d_v; ++c) attn_pv_tile_4x1(p, bk, v + c, ldv, alpha, ot + c * br);
+    for (; c + 4 <= d_v; c += 4) attn_pv_4x4_scalar(p, bk, v + c, ldv, alpha, ot + c * br);
+    for (; c < d_v; ++c) attn_pv_1x4_scalar(p, bk, v + c, ldv, alpha, ot + c * br);
     return;
   }
   // Short tiles (and builds with another Br): one lane at a time, the same order per element.
@@ -465,14 +460,14 @@ void attn_store_out_scalar(const float* ot, const float* l, std::size_t bq, std:
   }
 }
 
-void exp2_nonpositive_scalar_n(const float* x, float* y, std::size_t n) noexcept {
+void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] = exp2_nonpositive_call(x[i]);
 }
 
 }  // namespace
 
-// ---- few rows (one query or one row of a per row, see kernels.hpp) ----
-// Outside the anonymous namespace: the Helium table uses them too (it has no few-row kernels of its own yet).
+// ---- row kernels (one query or one row of a per row, see kernels.hpp) ----
+// Outside the anonymous namespace: the Helium table uses them too (it has no row kernels of its own yet).
 
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept {
@@ -496,7 +491,7 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
     alpha[r] = exp2_nonpositive_call(m[r] - m_use);  // once per row and block: the out-of-line copy
     float sum = 0.0f;
     for (std::size_t j = 0; j < bk; ++j) {
-      sr[j] = exp2_nonpositive_scalar(sr[j] - m_use);
+      sr[j] = exp2_nonpositive_float(sr[j] - m_use);
       sum += sr[j];
     }
     l[r] = fmadd(l[r], alpha[r], sum);
@@ -525,13 +520,13 @@ constexpr Kernels scalar_table{"scalar",
                                false,
                                gemm_scalar,
                                softmax_row_scalar,
-                               exp_scalar_n,
+                               exp_scalar,
                                attn_scores_scalar,
                                attn_softmax_scalar,
                                attn_pv_scalar,
                                attn_pack_q_scalar,
                                attn_store_out_scalar,
-                               exp2_nonpositive_scalar_n,
+                               exp2_nonpositive_scalar,
                                few_query_max_scalar,
                                rows_dot_scalar,
                                rows_softmax_scalar,

@@ -49,7 +49,7 @@ MICROATTN_SCALAR_INLINE float horner6(float r, float c0, float c1, float c2, flo
 }
 
 // e^x, the same algorithm (exp_constants.hpp) as the vector kernels, one float at a time.
-MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
+MICROATTN_SCALAR_INLINE float exp_float(float x) noexcept {
   using namespace exp_constants;
   x = x < x_min ? x_min : x;  // written so that a NaN passes through both clamps
   x = x > x_max ? x_max : x;
@@ -57,7 +57,7 @@ MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
   const float n = t - round_magic;
   float r = fmadd(n, -ln2_hi, x);
   r = fmadd(n, -ln2_lo, r);
-  const float p = horner6(r, c0, c1, c2, c3, c4, c5, c6);
+  const float p = horner6(r, poly.c0, poly.c1, poly.c2, poly.c3, poly.c4, poly.c5, poly.c6);
   const std::int32_t ni = static_cast<std::int32_t>(float_bits(t) - float_bits(round_magic));
   const std::int32_t e1 = ni >> 1;  // n in [−150, 128]: both halves keep 2^e normal (arithmetic shift)
   const std::int32_t e2 = ni - e1;
@@ -68,22 +68,22 @@ MICROATTN_SCALAR_INLINE float exp_scalar(float x) noexcept {
 
 // 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), with the Horner addends c5 … c0 passed in (a
 // caller that has them in registers already; each step's fused multiply-add overwrites its addend).
-MICROATTN_SCALAR_INLINE float exp2_nonpositive_with(float x, float c5, float c4, float c3, float c2, float c1,
-                                                    float c0) noexcept {
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_float_with(float x, float c5, float c4, float c3, float c2, float c1,
+                                                          float c0) noexcept {
   using namespace exp2_constants;
   x = x < x_min ? x_min : x;  // NaN passes through
   const float t = x + round_magic;
   const float r = x - (t - round_magic);
-  const float p = horner6(r, c0, c1, c2, c3, c4, c5, exp2_constants::c6);
+  const float p = horner6(r, c0, c1, c2, c3, c4, c5, poly.c6);
   // (bits(t) − bits(magic) + 127) << 23, n >= −127: field >= 0; written so that it is one shifted add.
   const std::uint32_t e = (float_bits(t) << 23) + ((127u - float_bits(round_magic)) << 23);
   return p * bits_float(e);
 }
 
 // 2^x for x <= 0 or NaN, one float at a time.
-MICROATTN_SCALAR_INLINE float exp2_nonpositive_scalar(float x) noexcept {
+MICROATTN_SCALAR_INLINE float exp2_nonpositive_float(float x) noexcept {
   using namespace exp2_constants;
-  return exp2_nonpositive_with(x, c5, c4, c3, c2, c1, c0);
+  return exp2_nonpositive_float_with(x, poly.c5, poly.c4, poly.c3, poly.c2, poly.c1, poly.c0);
 }
 
 }  // namespace detail

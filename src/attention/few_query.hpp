@@ -1,0 +1,156 @@
+// The few-query path: each query a row (head dim in the lanes) on the row kernels, all query heads of a K/V
+// head in one pass over K and V; rows it may get wrong go to the exact path, as on the tile path.
+#pragma once
+
+#include "attention/exact.hpp"
+
+namespace microattn {
+namespace detail {
+
+namespace {
+
+// The few-query path's state, held once (a lambda capturing it by reference would copy every address into its
+// closure, on the stack path of every layer call).
+struct FewQueryRun {
+  const Kernels& kern;
+  const QueryHeads& qh;
+  const MatrixView<const float>& k;
+  const MatrixView<const float>& v;
+  const AttentionOptions& options;
+  float* qs;  // rows_max × d_k: queries pre-multiplied by scale·log2(e)
+  float* o;   // rows_max × d_v: un-normalised outputs
+  float* s;   // rows_max × bc: scores of a key block, then probabilities
+  float* m;   // rows_max each: running max, running sum, rescale factor
+  float q_factor;
+
+  static constexpr std::size_t bc = attention_block_kv;
+  float* l() const noexcept { return m + attention_block_q; }
+  float* alpha() const noexcept { return m + 2 * attention_block_q; }
+  // Row r: head r / n_q, query r % n_q.
+  const float* q_row(std::size_t r) const noexcept {
+    return qh.q.data + (r / qh.q.rows) * qh.q_head_offset + (r % qh.q.rows) * qh.q.stride;
+  }
+  float* out_row(std::size_t r) const noexcept {
+    return qh.out.data + (r / qh.q.rows) * qh.out_head_offset + (r % qh.q.rows) * qh.out.stride;
+  }
+
+  // Rows [r0, r0 + nr) over the keys they see: scores, mask, hiding outside each row's [lo, hi), online softmax,
+  // P·V. Rows this may get wrong (finite extremes, non-finite values) are flagged afterwards, as on the tile path.
+  void run_rows(std::size_t r0, std::size_t nr) const noexcept {
+    const std::size_t n_kv = k.rows, d_k = qh.q.cols, d_v = v.cols;
+    std::size_t first = n_kv, last = 0;
+    for (std::size_t r = 0; r < nr; ++r) {
+      const float* src = q_row(r0 + r);
+      for (std::size_t p = 0; p < d_k; ++p) qs[r * d_k + p] = src[p] * q_factor;
+      for (std::size_t c = 0; c < d_v; ++c) o[r * d_v + c] = 0.0f;
+      m[r] = -INFINITY;
+      l()[r] = 0.0f;
+      const KeyRange seen = visible_keys((r0 + r) % qh.q.rows, n_kv, options);
+      if (seen.lo < seen.hi) {
+        first = min_size(first, seen.lo);
+        last = seen.hi > last ? seen.hi : last;
+      }
+    }
+    const MatrixView<const float>& mask = options.mask;
+    // The score buffer holds rows_max × bc floats: fewer rows take wider key blocks (1 row: rows_max·bc keys), so
+    // the per-block costs (a softmax step's reductions and rescale, the calls) are paid less often; K and V are
+    // streamed once either way. Cortex-M keeps bc (its instruction counts are budgeted).
+    const std::size_t bw = target_is_mcu ? bc : attention_block_q * bc / nr / bc * bc;
+    for (std::size_t j0 = first; j0 < last; j0 += bw) {
+      const std::size_t bk = min_size(bw, last - j0);
+      kern.rows_dot(qs, d_k, nr, d_k, k.data + j0 * k.stride, k.stride, bk, s, bw);
+      for (std::size_t r = 0; r < nr; ++r) {
+        float* sr = s + r * bw;
+        const std::size_t i = (r0 + r) % qh.q.rows;
+        if (mask.data != nullptr) {
+          const float* mrow = mask.data + i * mask.stride + j0;
+          for (std::size_t j = 0; j < bk; ++j) sr[j] = masked_score(sr[j], mrow[j]);
+        }
+        const KeyRange seen = visible_keys(i, n_kv, options);
+        if (seen.lo > j0 || seen.hi < j0 + bk)
+          for (std::size_t j = 0; j < bk; ++j)
+            if (j0 + j < seen.lo || j0 + j >= seen.hi) sr[j] = -INFINITY;
+      }
+      kern.rows_softmax(s, bw, nr, bk, m, l(), alpha());
+      kern.rows_axpy(s, bw, nr, bk, v.data + j0 * v.stride, v.stride, d_v, alpha(), o, d_v);
+    }
+  }
+
+  // Row r (head r / n_q, query r % n_q) through the exact path, with o as its scratch (2·d_v <= rows_max·d_v).
+  void exact_row(std::size_t r, float scale) const noexcept {
+    const std::size_t i = r % qh.q.rows;
+    const MatrixView<const float>& mask = options.mask;
+    attention_row_exact(q_row(r), qh.q.cols, k, v, mask.data != nullptr ? mask.data + i * mask.stride : nullptr,
+                        visible_keys(i, k.rows, options), split_scale(scale), out_row(r), o);
+  }
+
+  // Normalise row index (in the buffers) into out row r; a query that saw no key (l == 0) gets zeros, not 0/0.
+  void store_row(std::size_t r, std::size_t index) const noexcept {
+    float* dst = out_row(r);
+    const float lr = l()[index];
+    const float inv = lr == 0.0f ? 0.0f : 1.0f / lr;
+    for (std::size_t c = 0; c < v.cols; ++c) dst[c] = lr == 0.0f ? 0.0f : o[index * v.cols + c] * inv;
+  }
+};
+
+// Inlined into attention_run_heads (attention_run's one head calls that too): one frame less on the stack path.
+inline __attribute__((always_inline)) void run_heads(const Kernels& kern, const QueryHeads& qh,
+                                                     const MatrixView<const float>& k, const MatrixView<const float>& v,
+                                                     float* workspace, const AttentionOptions& options) noexcept {
+  constexpr std::size_t rows_max = attention_block_q;  // rows per pass over K and V
+  const std::size_t d_k = qh.q.cols, d_v = v.cols, rows = qh.heads * qh.q.rows;
+  // The workspace, by rows: rows_max × (d_k + d_v + bc + 3) floats.
+  float* ws = aligned_workspace(workspace);
+  const float scale = attention_scale(options, d_k);
+  const FewQueryRun run{kern,
+                        qh,
+                        k,
+                        v,
+                        options,
+                        ws,
+                        ws + rows_max * d_k,
+                        ws + rows_max * (d_k + d_v),
+                        ws + rows_max * (d_k + d_v + FewQueryRun::bc),
+                        fused_q_factor(scale)};
+  const bool exact_rows_only = !fused_q_factor_ok(run.q_factor);
+  for (std::size_t r0 = 0; r0 < rows; r0 += rows_max) {
+    const std::size_t nr = min_size(rows_max, rows - r0);
+    if (!exact_rows_only) run.run_rows(r0, nr);
+    for (std::size_t r = 0; r < nr; ++r) {
+      // The exact path takes a row whose sum is not a positive finite number (a NaN or +inf score, or no key
+      // seen) or whose output is not finite (Σ p·v overflowed, a non-finite value, or a hidden key's 0·NaN):
+      // d_v floats checked per row, instead of a scan of all of V per call.
+      bool exact = exact_rows_only || !(run.l()[r] > 0.0f && run.l()[r] <= float_max);
+      if (!exact) {
+        run.store_row(r0 + r, r);
+        exact = !row_finite(run.out_row(r0 + r), d_v);
+      }
+      run.alpha()[r] = exact ? 1.0f : 0.0f;
+    }
+    for (std::size_t r = 0; r < nr; ++r)  // after every store: the row buffers are scratch now
+      if (run.alpha()[r] != 0.0f) run.exact_row(r0 + r, scale);
+  }
+}
+
+}  // namespace
+
+void attention_run_heads(const Kernels& kern, const QueryHeads& qh, const MatrixView<const float>& k,
+                         const MatrixView<const float>& v, float* workspace, const AttentionOptions& options) noexcept {
+  run_heads(kern, qh, k, v, workspace, options);
+}
+
+namespace {
+
+// One head on the few-query path (one copy of it in flash: attention_run_heads); its QueryHeads lives here, off the
+// tile path's stack.
+__attribute__((noinline)) void attention_run_one_head(const Kernels& kern, const MatrixView<const float>& q,
+                                                      const MatrixView<const float>& k,
+                                                      const MatrixView<const float>& v, const MatrixView<float>& out,
+                                                      float* workspace, const AttentionOptions& options) noexcept {
+  attention_run_heads(kern, {q, 0, out, 0, 1}, k, v, workspace, options);
+}
+
+}  // namespace
+
+}  // namespace detail
+}  // namespace microattn
