@@ -484,9 +484,10 @@ inline __m256i load_tail(const std::int8_t* p, std::size_t rem) noexcept {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(t));
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool Prefetch>
 void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t i0, std::size_t r0) noexcept {
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 32, rem = seg % 32;
+  const std::size_t ahead = NR * ldw;
   const std::int8_t* xq[MR];
   const float* sx[MR];
   for (int i = 0; i < MR; ++i) {
@@ -503,8 +504,8 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) f[i][j] = _mm256_setzero_ps();
   std::size_t off = 0;
+  __m256i acc[MR][NR];  // declared once: inside the group loop GCC copies the accumulators every vector
   for (std::size_t s = 0; s < segs; ++s) {
-    __m256i acc[MR][NR];
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_si256();
     const auto step = [&](const __m256i* xv, auto load_w) noexcept {
@@ -518,6 +519,8 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
       __m256i xv[MR];
       for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[i] + off));
       step(xv, [](const std::int8_t* p) noexcept { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); });
+      if (Prefetch && off % 64 == 0)
+        for (int j = 0; j < NR; ++j) prefetch_ahead(wr[j] + off, ahead);
     }
     if (rem != 0) {
       __m256i xv[MR];
@@ -551,8 +554,9 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
 template <int MR, int NR>
 void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
   std::size_t r = 0;
-  for (; r + NR <= n; r += NR) q8_tile<MR, NR>(w, ldw, ch, i0, r);
-  for (; r < n; ++r) q8_tile<MR, 1>(w, ldw, ch, i0, r);
+  for (; r + 2 * NR <= n; r += NR) q8_tile<MR, NR, true>(w, ldw, ch, i0, r);
+  for (; r + NR <= n; r += NR) q8_tile<MR, NR, false>(w, ldw, ch, i0, r);
+  for (; r < n; ++r) q8_tile<MR, 1, false>(w, ldw, ch, i0, r);
 }
 #endif
 
