@@ -400,9 +400,11 @@ static void test_linear(void) {
     bad_w.format = (microattn_format)7;
     CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
           "format 7");
-    bad_w.format = (microattn_format)(256 + MICROATTN_FORMAT_F32);
-    CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
-          "format 256 is not f32");
+    if (sizeof(microattn_format) > 1) { /* arm-none-eabi's enums are short: 256 does not fit there */
+      bad_w.format = (microattn_format)(256 + MICROATTN_FORMAT_F32);
+      CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
+            "format 256 is not f32");
+    }
     bad_w = w;
     bad_w.group = 5;
     CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
