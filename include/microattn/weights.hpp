@@ -56,9 +56,9 @@ struct LayerWeightMatrices {
 // q8 quantizes x on the stack, linear_q8_rows rows × linear_q8_chunk_bytes columns at a time (with at most
 // linear_q8_chunk_groups activation scales per row): linear has no workspace argument. A group longer than the
 // chunk is quantized in pieces, with the scale of the whole group.
-constexpr std::size_t linear_q8_chunk_bytes = target_is_mcu ? 256 : 2048;
+constexpr std::size_t linear_q8_chunk_bytes = target_is_mcu ? 256 : 1024;
 constexpr std::size_t linear_q8_chunk_groups = target_is_mcu ? 16 : 64;
-constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 2;
+constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
 
 // y = x·wᵀ + bias (nn.Linear): x is m × w.cols, y is m × w.rows and overwritten, bias is w.rows floats or nullptr.
 //
@@ -86,7 +86,7 @@ constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 2;
 //
 // Stack: f32 is matmul's (matmul_stack_bytes, 15.4 KiB measured with linear's frame), f16 under 2 KiB, q8
 // linear_q8_rows·linear_q8_chunk_bytes of quantized x and its scales plus, on AVX-512 VNNI, as much again for
-// per-lane corrections (about 10 KiB measured): all within entry_point_stack_bytes (test SmallStack). Cortex-M: one
+// per-lane corrections (under 11 KiB measured): all within entry_point_stack_bytes (test SmallStack). Cortex-M: one
 // row of 256 bytes, under 1 KiB in all (scripts/footprint.py).
 Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y) noexcept;
 

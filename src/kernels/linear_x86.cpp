@@ -291,11 +291,18 @@ void quantize_x86(const float* x, std::size_t n, float s, std::int8_t* q) noexce
 }
 
 #if MICROATTN_LINEAR_ZMM_VNNI
+// acc += Σ u8 × s8 per lane, in place. GCC 12 treats the intrinsic's accumulator as a fresh value and copies every
+// loop-carried accumulator twice per iteration (24 register moves per 12 vpdpbusd at 2 × 4): the instruction itself
+// (1024² m = 1, group = cols: 12.0 → 9.2 µs; 256² m = 8: 0.87 → 1.18 of fp32 matmul's speed).
+inline void dpbusd_into(__m512i& acc, __m512i u8, __m512i s8) noexcept {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+}
+
 // MR x rows × NR weight rows over one chunk. Per group and pair: acc = Σ (x + 128)·w and corr = Σ 128·w lane by
 // lane (vpdpbusd), so acc − corr is the exact int32 Σ x·w of each lane; then f += (lanes·sw)·sx in float.
 // Registers: MR·NR + NR int accumulators and MR·NR float ones: 24 of 32 at 2 × 4, 24 + 2 at 1 × 8. Rows of 1 KiB
 // (q8 at k = 1024) are too short for the hardware prefetcher to ramp up: each line of the next tile's rows is
-// prefetched as the same line of this tile is loaded (1024² m = 1: 19 → … µs, see bench_linear).
+// prefetched as the same line of this tile is loaded (1024² m = 1, group = cols: 19 → 13 µs, min of repeated runs).
 template <int MR, int NR, bool Prefetch>
 void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t i0, std::size_t r0) noexcept {
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 64, rem = seg % 64;
@@ -325,8 +332,8 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
       for (int i = 0; i < MR; ++i) xu[i] = _mm512_xor_si512(_mm512_loadu_si512(xq + i * ch.ldq + off), bias128);
       for (int j = 0; j < NR; ++j) {
         const __m512i wv = _mm512_loadu_si512(wt + j * ldw + off);
-        corr[j] = _mm512_dpbusd_epi32(corr[j], bias128, wv);
-        for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xu[i], wv);
+        dpbusd_into(corr[j], bias128, wv);
+        for (int i = 0; i < MR; ++i) dpbusd_into(acc[i][j], xu[i], wv);
       }
       if (Prefetch)
         for (int j = 0; j < NR; ++j) prefetch_ahead(wt + j * ldw + off, ahead);
@@ -338,8 +345,8 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
         xu[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail_mask, xq + i * ch.ldq + off), bias128);
       for (int j = 0; j < NR; ++j) {
         const __m512i wv = _mm512_maskz_loadu_epi8(tail_mask, wt + j * ldw + off);
-        corr[j] = _mm512_dpbusd_epi32(corr[j], bias128, wv);
-        for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xu[i], wv);
+        dpbusd_into(corr[j], bias128, wv);
+        for (int i = 0; i < MR; ++i) dpbusd_into(acc[i][j], xu[i], wv);
       }
       if (Prefetch)
         for (int j = 0; j < NR; ++j) prefetch_ahead(wt + j * ldw + off, ahead);
@@ -364,7 +371,7 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
 // Groups of 4, 8, 16 or 32 bytes (seg divides 64 and is a multiple of a lane's 4 bytes): one vector holds 64 / seg
 // whole groups, lane l in group l / (seg / 4). Per vector, the lanes' scales come from one masked load of the
 // vector's group scales and a permutation, so a group of 32 costs what one of 64 does (instead of a half-empty
-// masked vector per group: 1024² m = 1 at group 32 … µs → … µs).
+// masked vector per group: 1024² m = 1 at group 32 54 → 26 µs, min of repeated runs).
 // OneGroup: seg = 64, each vector one group (its scales broadcast); else the lanes' scales are permuted from a
 // masked load of the vector's group scales. Both and Prefetch are template parameters so that the loop has no
 // branches: GCC neither unswitched nor hoisted them.
@@ -429,51 +436,54 @@ void q8_rows_packed(const std::int8_t* w, std::size_t ldw, std::size_t n, const 
   for (; r < n; ++r) q8_tile_packed<MR, 1, OneGroup, false>(w, ldw, ch, ncorr, i0, r);
 }
 
-// Weight rows per tile: NP with packed groups (float accumulators only: 8 at one x row), NS with longer groups
-// (int and float accumulators: 4 at one x row, 8 spilled).
-template <int MR, int NP, int NS>
-void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
-  const bool packed = ch.seg <= 64 && 64 % ch.seg == 0 && ch.seg % 4 == 0;
-  std::size_t r = 0;
-  if (packed) {
-    constexpr int NR = NP;
-    // −128·Σ x of every lane of every vector of x, once per chunk for all weight rows: with w + 128 as the unsigned
-    // operand, vpdpbusd from there leaves the exact Σ x·w of the lane.
-    alignas(64) __m512i corr[MR][linear_q8_chunk_bytes / 64];
-    const __m512i* ncorr[MR];
-    const __m512i bias128 = _mm512_set1_epi8(static_cast<char>(0x80));
-    const std::size_t vectors = (ch.len + 63) / 64;
-    for (int i = 0; i < MR; ++i) {
-      const std::int8_t* xq = ch.q + (i0 + i) * ch.ldq;
-      for (std::size_t v = 0; v < vectors; ++v) {
-        const std::size_t left = ch.len - v * 64;
-        const __m512i xv =
-            _mm512_maskz_loadu_epi8(left >= 64 ? ~__mmask64{0} : ~__mmask64{0} >> (64 - left), xq + v * 64);
-        corr[i][v] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias128, xv));
-      }
-      ncorr[i] = corr[i];
+// Packed groups, MR x rows from row i0 of the chunk: −128·Σ x of every lane of every vector of x, once per chunk for
+// all weight rows (with w + 128 as the unsigned operand, vpdpbusd from there leaves the exact Σ x·w of the lane),
+// then the weight rows NR at a time.
+template <int MR, int NR>
+void q8_packed_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
+  alignas(64) __m512i corr[MR][linear_q8_chunk_bytes / 64];
+  const __m512i* ncorr[MR];
+  const __m512i bias128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const std::size_t vectors = (ch.len + 63) / 64;
+  for (int i = 0; i < MR; ++i) {
+    const std::int8_t* xq = ch.q + (i0 + i) * ch.ldq;
+    for (std::size_t v = 0; v < vectors; ++v) {
+      const std::size_t left = ch.len - v * 64;
+      const __m512i xv =
+          _mm512_maskz_loadu_epi8(left >= 64 ? ~__mmask64{0} : ~__mmask64{0} >> (64 - left), xq + v * 64);
+      corr[i][v] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias128, xv));
     }
-    if (ch.seg == 64) {
-      q8_rows_packed<MR, NR, true>(w, ldw, n, ch, ncorr, i0);
-    } else {
-      q8_rows_packed<MR, NR, false>(w, ldw, n, ch, ncorr, i0);
-    }
-    return;
+    ncorr[i] = corr[i];
   }
-  constexpr int NR = NS;
+  if (ch.seg == 64) {
+    q8_rows_packed<MR, NR, true>(w, ldw, n, ch, ncorr, i0);
+  } else {
+    q8_rows_packed<MR, NR, false>(w, ldw, n, ch, ncorr, i0);
+  }
+}
+
+// Longer (or odd) groups: int and float accumulators per pair, MR·NR + NR + MR·NR registers (4 weight rows for one
+// x row: 8 spilled).
+template <int MR, int NR>
+void q8_segment_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
+  std::size_t r = 0;
   for (; r + 2 * NR <= n; r += NR) q8_tile<MR, NR, true>(w, ldw, ch, i0, r);
   for (; r + NR <= n; r += NR) q8_tile<MR, NR, false>(w, ldw, ch, i0, r);
   for (; r < n; ++r) q8_tile<MR, 1, false>(w, ldw, ch, i0, r);
 }
+
 #define MICROATTN_Q8_NAME "linear_q8_2x4__avx512vnni"
 #else
 // 256-bit: |w| × sign(x, w) summed per lane, through vpmaddubsw + vpmaddwd (AVX2: each pair of products is at most
 // 2·128·127 = 32512, no saturation) or one vpdpbusd (AVX-VNNI, or AVX-512 VNNI on 256-bit vectors).
 inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) noexcept {
+  // vpdpbusd through asm, in place: GCC 12 copies the intrinsic's loop-carried accumulators (see dpbusd_into).
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(acc, u, s);
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
 #elif defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(acc, u, s);
+  asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));  // %{ %}: literal braces
+  return acc;
 #else
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
@@ -561,14 +571,22 @@ void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk
 #endif
 
 void q8_chunk_x86(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
-  assert(ch.rows <= 2);
 #if MICROATTN_LINEAR_ZMM_VNNI
-  if (ch.rows == 2) {
-    q8_rows<2, 4, 4>(w, ldw, n, ch, 0);
+  assert(ch.rows <= 4);
+  if (ch.seg <= 64 && 64 % ch.seg == 0 && ch.seg % 4 == 0) {
+    // Packed groups hold only float accumulators: 4 x rows × 4 weight rows fit (16 + 4 of x + 4 of its scales), so
+    // each weight vector and its scales serve four rows (m = 8 at 256², group 32: 0.86 → 1.30 of fp32 matmul's speed).
+    std::size_t i = 0;
+    for (; i + 4 <= ch.rows; i += 4) q8_packed_rows<4, 4>(w, ldw, n, ch, i);
+    for (; i + 2 <= ch.rows; i += 2) q8_packed_rows<2, 4>(w, ldw, n, ch, i);
+    if (i < ch.rows) q8_packed_rows<1, 8>(w, ldw, n, ch, i);
   } else {
-    q8_rows<1, 8, 4>(w, ldw, n, ch, 0);
+    std::size_t i = 0;
+    for (; i + 2 <= ch.rows; i += 2) q8_segment_rows<2, 4>(w, ldw, n, ch, i);
+    if (i < ch.rows) q8_segment_rows<1, 4>(w, ldw, n, ch, i);
   }
 #else
+  assert(ch.rows <= 2);
   if (ch.rows == 2) {
     q8_rows<2, 2>(w, ldw, n, ch, 0);
   } else {
@@ -584,7 +602,7 @@ constexpr LinearKernels table{MICROATTN_F16_ARCH,
                               f32_x86,
                               f16_x86,
                               q8_chunk_x86,
-                              2,
+                              MICROATTN_LINEAR_ZMM_VNNI ? 4 : 2,
                               absmax_bits_x86,
                               quantize_x86};
 
