@@ -56,6 +56,13 @@ __attribute__((noinline)) ma::Status call_softmax_rows() { return ma::softmax_ro
 
 __attribute__((noinline)) ma::Status call_exp_elements() { return ma::exp_elements(q, out, n * n); }
 
+// q8 weights in groups of 32 (x quantized on the stack, the deepest of linear's paths), w's bytes as the int8 data.
+__attribute__((noinline)) ma::Status call_linear() {
+  return ma::linear(ma::make_view<const float>(x, 4, n),
+                    ma::weights_q8(reinterpret_cast<const std::int8_t*>(w), mask, n, n, 32), k,
+                    ma::make_view(out, 4, n));
+}
+
 }  // namespace footprint
 
 namespace {
@@ -90,5 +97,6 @@ int main() {
   std::printf("measured call_matmul %u\n", measure(call_matmul));
   std::printf("measured call_softmax_rows %u\n", measure(call_softmax_rows));
   std::printf("measured call_exp_elements %u\n", measure(call_exp_elements));
+  std::printf("measured call_linear %u\n", measure(call_linear));
   return 0;
 }

@@ -16,6 +16,9 @@ static_assert(static_cast<int>(ma::Status::workspace_too_small) == MICROATTN_WOR
               "status values differ");
 static_assert(static_cast<int>(ma::Status::aliasing) == MICROATTN_ALIASING, "status values differ");
 static_assert(static_cast<int>(ma::Status::misaligned) == MICROATTN_MISALIGNED, "status values differ");
+static_assert(static_cast<int>(ma::Format::f32) == MICROATTN_FORMAT_F32, "format values differ");
+static_assert(static_cast<int>(ma::Format::f16) == MICROATTN_FORMAT_F16, "format values differ");
+static_assert(static_cast<int>(ma::Format::q8) == MICROATTN_FORMAT_Q8, "format values differ");
 
 // The C macros and the C++ constants of the same figures, from their one source (config.h) or a formula each.
 static_assert(MICROATTN_ATTENTION_BLOCK_Q == ma::attention_block_q, "C and C++ attention tiles differ");
@@ -239,6 +242,16 @@ microattn_status microattn_matmul(microattn_cview a, microattn_cview b, microatt
 }
 
 microattn_status microattn_softmax_rows(microattn_view x) { return c(ma::softmax_rows(cpp(x))); }
+
+microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
+                                  microattn_view y) {
+  if (w == nullptr) return MICROATTN_NULL_POINTER;
+  // A C enum holds any int: a value outside the three is passed on as one outside Format (invalid_shape, after
+  // the null pointer checks, as in C++), never truncated into a valid one.
+  const unsigned f = static_cast<unsigned>(w->format);
+  const ma::WeightMatrix m{static_cast<ma::Format>(f <= 2 ? f : 0xffu), w->data, w->rows, w->cols, w->scales, w->group};
+  return c(ma::linear(cpp(x), m, bias, cpp(y)));
+}
 
 microattn_status microattn_exp_elements(const float* x, float* y, size_t n) { return c(ma::exp_elements(x, y, n)); }
 

@@ -373,6 +373,110 @@ static void test_attention(void) {
 }
 
 /* Every error leaves the output (and everything else in the arena) bit-for-bit untouched. */
+/* ---- linear: f32, f16 and q8 weights against a double reference of the dequantized weights ----------- */
+
+/* binary16 from its definition (no library code): 2^(e-15)·(1 + m/1024), subnormal 2^-14·m/1024. */
+static double half_value(unsigned short h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const double v = e == 31 ? (m != 0 ? NAN : INFINITY) : e == 0 ? ldexp((double)m, -24) : ldexp((double)(m + 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+static void test_linear(void) {
+  enum { N = 6, K = 24, M = 3 };
+  static float x[M * (K + 1)], wf[N * K], bias[N], scales[N * K];
+  static unsigned short wh[N * K];
+  static signed char wq[N * K];
+  /* groups: 8 divides K (x quantized per group), K (one per row), 3·K (rows share one), 16 straddles rows */
+  static const size_t groups[] = {8, K, 3 * K, 16};
+  size_t i, r, c, g, f;
+  microattn_weight_matrix w;
+  fill(x, M * (K + 1), 1.0f);
+  fill(wf, N * K, 1.0f);
+  fill(bias, N, 1.0f);
+  for (i = 0; i < N * K; ++i) {
+    wh[i] = (unsigned short)(((rng_state >> 3) & 0x8000u) | ((i % 17) << 10) | ((i * 37) & 1023));
+    wq[i] = (signed char)((int)(i * 53 % 256) - 128);
+    scales[i] = 0.01f + 0.001f * (float)(i % 7);
+    uniform(0, 1);
+  }
+  for (f = 0; f < 3 + sizeof groups / sizeof groups[0] - 1; ++f) {
+    const int fmt = f < 2 ? (int)f : 2;
+    const size_t group = fmt == 2 ? groups[f - 2] : 0;
+    microattn_view y;
+    int bad = 0;
+    w.format = (microattn_format)fmt;
+    w.data = fmt == 0 ? (const void*)wf : fmt == 1 ? (const void*)wh : (const void*)wq;
+    w.rows = N;
+    w.cols = K;
+    w.scales = fmt == 2 ? scales : NULL;
+    w.group = group;
+    arena_reset();
+    y = arena_view(3, M, N, 2);
+    CHECK(microattn_linear(cview(x, M, K, K + 1), &w, bias, y) == MICROATTN_OK, "linear format %d group %u", fmt,
+          (unsigned)group);
+    for (i = 0; i < M; ++i)
+      for (r = 0; r < N; ++r) {
+        double want = bias[r], abs_sum = fabs(bias[r]), quant = 0.0, allowed;
+        for (c = 0; c < K; ++c) {
+          const size_t e = r * K + c;
+          const double wv = fmt == 0 ? wf[e] : fmt == 1 ? half_value(wh[e]) : (double)scales[e / group] * wq[e];
+          want += (double)x[i * (K + 1) + c] * wv;
+          abs_sum += fabs((double)x[i * (K + 1) + c] * wv);
+        }
+        if (fmt == 2) /* ½·Σ_g s_g·Σ|w| over row r's columns cut at its groups, s_g = max|x| / 127 */
+          for (c = 0; c < K;) {
+            const size_t end = ((r * K + c) / group + 1) * group - r * K < K ? ((r * K + c) / group + 1) * group - r * K : K;
+            double amax = 0.0, wsum = 0.0;
+            for (g = c; g < end; ++g) {
+              if (fabs(x[i * (K + 1) + g]) > amax) amax = fabs(x[i * (K + 1) + g]);
+              wsum += fabs((double)scales[(r * K + g) / group] * wq[r * K + g]);
+            }
+            quant += amax / 127.0 * wsum;
+            c = end;
+          }
+        allowed = 0.5 * (1.0 + ldexp(1.0, -16)) * quant + 2.0 * (K + 3.0) * unit_roundoff * (abs_sum + quant) + 1e-37;
+        if (!(fabs(at(y, i, r) - want) <= allowed)) ++bad;
+      }
+    CHECK(bad == 0, "linear format %d group %u: %d elements out of bound", fmt, (unsigned)group, bad);
+    CHECK(canaries_intact(y), "linear format %d: canary", fmt);
+  }
+  /* Errors: nothing written. */
+#define LINEAR_UNTOUCHED (memcmp(arena, arena_copy, sizeof arena) == 0)
+  arena_reset();
+  {
+    const microattn_view y = arena_view(0, M, N, 0);
+    microattn_weight_matrix bad_w = w; /* q8, group 16 */
+    memcpy(arena_copy, arena, sizeof arena);
+    CHECK(microattn_linear(cview(x, M, K, K + 1), NULL, bias, y) == MICROATTN_NULL_POINTER && LINEAR_UNTOUCHED, "w NULL");
+    bad_w.scales = NULL;
+    CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_NULL_POINTER && LINEAR_UNTOUCHED,
+          "scales NULL");
+    bad_w = w;
+    bad_w.format = (microattn_format)7;
+    CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
+          "format 7");
+    if (sizeof(microattn_format) > 1) { /* arm-none-eabi's enums are short: 256 does not fit there */
+      bad_w.format = (microattn_format)(256 + MICROATTN_FORMAT_F32);
+      CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
+            "format 256 is not f32");
+    }
+    bad_w = w;
+    bad_w.group = 5;
+    CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
+          "group 5 does not divide 144");
+    CHECK(microattn_linear(cview(x, M, K - 1, K + 1), &w, bias, y) == MICROATTN_INVALID_SHAPE && LINEAR_UNTOUCHED,
+          "x.cols != w.cols");
+    bad_w = w;
+    bad_w.format = MICROATTN_FORMAT_F16;
+    bad_w.data = (const unsigned char*)wh + 1;
+    CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_MISALIGNED && LINEAR_UNTOUCHED,
+          "f16 data at an odd address");
+    CHECK(microattn_linear(cview(arena, M, K, K), &w, bias, y) == MICROATTN_ALIASING && LINEAR_UNTOUCHED, "y on x");
+  }
+#undef LINEAR_UNTOUCHED
+}
+
 static void test_bad_input(void) {
   static float a[64], b[64];
   const size_t wsn = microattn_attention_workspace_floats(4, 4);
@@ -1239,6 +1343,7 @@ int main(void) {
   test_size_formulas();
   test_size_limits();
   test_matmul();
+  test_linear();
   test_softmax_and_exp();
   test_attention();
   test_bad_input();

@@ -83,6 +83,11 @@ std::vector<float> w = filled(256 * 256);
 ma::MultiHeadAttention<128, 256, 4, 2> layer{
     {w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data(), w.data()}};
 
+// linear(): weights in every format; x is a (up to 20 rows of 513, 5 of 5000).
+std::vector<std::uint16_t> wh(513 * 300, 0x3c00);
+std::vector<std::int8_t> wq(5000 * 300, 3);
+std::vector<float> wscales(5000 * 300, 0.01f);
+
 void report(const char* what, std::size_t bytes) {
   std::printf("[ stack ] %-42s %6zu bytes (%s)\n", what, bytes, ma::matmul_kernel_name());
   if (!sanitized) {
@@ -115,6 +120,30 @@ TEST(SmallStack, EveryEntryPointRunsOnA64KiBStack) {
            for (float& e : *vv) e = 1e38f;
            job_status = ma::attention({q.data(), 40, 128, 128}, {k.data(), 40, 128, 128}, {v.data(), 40, 128, 128},
                                       {out.data(), 40, 128, 128}, ws.data(), ws.size());
+         }));
+  report("linear f32 20 x 513 * (300x513)^T", stack_use([] {
+           job_status = ma::linear({a.data(), 20, 513, 513}, ma::weights_f32(b.data(), 300, 513), w.data(),
+                                   {c.data(), 20, 300, 300});
+         }));
+  report("linear f16 20 x 513 * (300x513)^T", stack_use([] {
+           job_status = ma::linear({a.data(), 20, 513, 513}, ma::weights_f16(wh.data(), 300, 513), w.data(),
+                                   {c.data(), 20, 300, 300});
+         }));
+  report("linear q8 group 64, 5 x 4096 * (300x4096)^T", stack_use([] {
+           job_status = ma::linear({a.data(), 5, 4096, 4096}, ma::weights_q8(wq.data(), wscales.data(), 300, 4096, 64),
+                                   nullptr, {c.data(), 5, 300, 300});
+         }));
+  report("linear q8 group 32 (packed), 5 x 4096 * (300x4096)^T", stack_use([] {
+           job_status = ma::linear({a.data(), 5, 4096, 4096}, ma::weights_q8(wq.data(), wscales.data(), 300, 4096, 32),
+                                   nullptr, {c.data(), 5, 300, 300});
+         }));
+  report("linear q8 group = cols 5000 (over chunks)", stack_use([] {
+           job_status = ma::linear({a.data(), 5, 5000, 5000}, ma::weights_q8(wq.data(), wscales.data(), 300, 5000, 5000),
+                                   nullptr, {c.data(), 5, 300, 300});
+         }));
+  report("linear q8 group 48 straddling rows of 100", stack_use([] {
+           job_status = ma::linear({a.data(), 5, 100, 100}, ma::weights_q8(wq.data(), wscales.data(), 300, 100, 48),
+                                   nullptr, {c.data(), 5, 300, 300});
          }));
   report("MultiHeadAttention<128, 256, 4, 2>::forward", stack_use([] {
            job_status = layer.forward({x.data(), 20, 256, 256}, {y.data(), 20, 256, 256});

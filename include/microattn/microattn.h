@@ -261,6 +261,34 @@ microattn_status microattn_layer_reset(microattn_layer* layer);
 size_t microattn_layer_cached(const microattn_layer* layer);
 size_t microattn_layer_position(const microattn_layer* layer);
 
+/* ---- linear: weights in low-precision storage (C++: microattn/weights.hpp) ------------------------------ */
+
+/* How a weight matrix is stored (the values of microattn::Format). */
+typedef enum { MICROATTN_FORMAT_F32 = 0, MICROATTN_FORMAT_F16 = 1, MICROATTN_FORMAT_Q8 = 2 } microattn_format;
+
+/* A read-only rows × cols matrix, row-major and dense (stride = cols), in nn.Linear layout (out × in). Borrowed.
+ *   F32: data is const float* (4-byte aligned); F16: const uint16_t* with IEEE binary16 bit patterns (2-byte aligned);
+ *   Q8: const int8_t* (any alignment) and one float scale (4-byte aligned) per group of `group` consecutive elements
+ *   in row-major order: element (r, c) = scales[(r·cols + c) / group] · data[r·cols + c]; group divides rows·cols
+ *   (group = cols: one scale per row; llama2.c's version-2 layout, whose groups may straddle rows).
+ * scales and group are read for Q8 only. */
+typedef struct {
+  microattn_format format;
+  const void* data;
+  size_t rows, cols;
+  const float* scales;
+  size_t group;
+} microattn_weight_matrix;
+
+/* y = x·wᵀ + bias (nn.Linear): x is m × w->cols, y is m × w->rows and overwritten, bias w->rows floats or NULL.
+ * Errors (nothing written): NULL_POINTER (w, x.data, y.data or w->data NULL; Q8 without scales), MISALIGNED,
+ * INVALID_SHAPE (a format outside the enum, zero or mismatched sizes, Q8 group 0 or not dividing rows·cols),
+ * ALIASING (y overlaps x, the weights, the scales or the bias). Accuracy: F32 and F16 within matmul's bound (F16
+ * converted exactly); Q8 quantizes x per group as llama2.c's runq.c (absmax / 127, round half away from zero), see
+ * microattn/weights.hpp and README "Numerical contract". Stack: under 1 KiB on Cortex-M, within 16 KiB otherwise. */
+microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
+                                  microattn_view y);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

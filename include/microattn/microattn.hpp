@@ -16,3 +16,4 @@
 #include "microattn/softmax.hpp"
 #include "microattn/status.hpp"
 #include "microattn/version.hpp"
+#include "microattn/weights.hpp"

@@ -1,0 +1,96 @@
+// microattn — weight matrices in low-precision storage formats, and the linear layer (nn.Linear) that reads them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "microattn/config.hpp"
+#include "microattn/matrix_view.hpp"
+#include "microattn/status.hpp"
+
+namespace microattn {
+
+// How a weight matrix is stored. The values are part of the C API (MICROATTN_FORMAT_*) and of exported files.
+enum class Format : std::uint8_t { f32 = 0, f16 = 1, q8 = 2 };
+
+// A read-only rows × cols matrix, row-major and dense (stride = cols), in nn.Linear layout (out × in) when it is
+// a weight. Borrowed, never copied: the data must outlive every call (const arrays in flash are the intended case).
+//   f32: data is const float* (4-byte aligned);
+//   f16: const std::uint16_t* holding IEEE-754 binary16 bit patterns (2-byte aligned; no compiler extension
+//        is needed to declare them);
+//   q8:  const std::int8_t* (any alignment) with one float scale (4-byte aligned) per group of `group`
+//        consecutive elements in row-major order: element (r, c) = scales[(r·cols + c) / group] · data[r·cols + c],
+//        group divides rows·cols. group = cols: one scale per row. This is llama2.c's version-2 (runq.c) layout,
+//        whose groups may straddle rows (hidden 172, group 64). Every int8 value is allowed, −128 included.
+// scales and group are read for q8 only.
+struct WeightMatrix {
+  Format format;
+  const void* data;
+  std::size_t rows, cols;
+  const float* scales;
+  std::size_t group;
+};
+
+constexpr WeightMatrix weights_f32(const float* data, std::size_t rows, std::size_t cols) noexcept {
+  return WeightMatrix{Format::f32, data, rows, cols, nullptr, 0};
+}
+constexpr WeightMatrix weights_f16(const std::uint16_t* data, std::size_t rows, std::size_t cols) noexcept {
+  return WeightMatrix{Format::f16, data, rows, cols, nullptr, 0};
+}
+constexpr WeightMatrix weights_q8(const std::int8_t* data, const float* scales, std::size_t rows, std::size_t cols,
+                                  std::size_t group) noexcept {
+  return WeightMatrix{Format::q8, data, rows, cols, scales, group};
+}
+
+// The four projections of a layer, each in its own format, with fp32 biases (nullptr: no bias);
+// out.data == nullptr: no out projection (y is the concatenated heads).
+struct LayerWeightMatrices {
+  WeightMatrix q, k, v;
+  const float* q_bias;
+  const float* k_bias;
+  const float* v_bias;
+  WeightMatrix out;
+  const float* out_bias;
+};
+
+// q8 quantizes x on the stack, linear_q8_rows rows × linear_q8_chunk_bytes columns at a time (with at most
+// linear_q8_chunk_groups activation scales per row): linear has no workspace argument. A group longer than the
+// chunk is quantized in pieces, with the scale of the whole group.
+constexpr std::size_t linear_q8_chunk_bytes = target_is_mcu ? 256 : 1024;
+constexpr std::size_t linear_q8_chunk_groups = target_is_mcu ? 16 : 64;
+constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
+
+// y = x·wᵀ + bias (nn.Linear): x is m × w.cols, y is m × w.rows and overwritten, bias is w.rows floats or nullptr.
+//
+// Errors, checked in this order (nothing is written to y):
+//   null_pointer   x.data, y.data or w.data null; q8 with w.scales null
+//   misaligned     x.data, y.data, bias, f32 data or q8 scales not 4-byte aligned; f16 data not 2-byte aligned
+//   invalid_shape  w.format not a Format; a zero dimension; x.cols != w.cols, y.cols != w.rows, y.rows != x.rows;
+//                  a stride < cols or a view whose extent overflows (as matmul); w.rows·w.cols elements overflow
+//                  ptrdiff_t bytes; q8 with group 0 or group not dividing rows·cols
+//   aliasing       y shares a byte with x, the weight data, the scales or the bias
+//
+// Accuracy (README "Numerical contract"; u = 2⁻²⁴, k = w.cols, Σ|x·w| = Σ_c |x_c·w_rc| + |bias_r| over the weights
+// as stored, dequantized exactly):
+//   f32, f16  |y − exact| <= 2·(k + 3)·u·Σ|x·w|: matmul's bound with the bias as one more term. f16 values are
+//             converted exactly (subnormals, ±0, ±inf, NaN included).
+//   q8        where the groups tile every row alike (group divides cols, or cols divides group), x is quantized per
+//             group as llama2.c's runq.c does: s = max|x_c| / 127 over the group's columns (a float division),
+//             q_c = round-half-away-from-zero(x_c / s) (roundf of a float division), and each group's integer dot
+//             product is exact (int32); |y − exact| <= ½·(1 + 2⁻¹⁶)·Σ_g s_g·Σ_{c∈g}|w_rc| + 2·(k + 3)·u·(Σ|x·w|
+//             + Σ_g s_g·Σ_{c∈g}|w_rc|). A row of x with a group whose max|x| is not finite or below 127·FLT_MIN
+//             (s would be subnormal), and every row when the groups straddle rows unevenly, is computed instead in
+//             float from the dequantized weights (each s·q rounded once to float): the f32 bound, and the rules of
+//             fp32 matmul for NaN, ±inf and zeros (a non-finite x never gives a finite row). Scales are meant to be
+//             finite: a non-finite scale makes the rows it covers non-finite.
+//
+// Stack: f32 is matmul's (matmul_stack_bytes, 15.4 KiB measured with linear's frame), f16 under 2 KiB, q8
+// linear_q8_rows·linear_q8_chunk_bytes of quantized x and its scales plus, on AVX-512 VNNI, as much again for
+// per-lane corrections (under 11 KiB measured): all within entry_point_stack_bytes (test SmallStack). Cortex-M: one
+// row of 256 bytes, under 1 KiB in all (scripts/footprint.py).
+Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y) noexcept;
+
+// Name of the kernel linear() runs for a format, e.g. "linear_q8_2x4_avx512vnni"; "" for a value outside Format.
+const char* linear_kernel_name(Format format) noexcept;
+
+}  // namespace microattn

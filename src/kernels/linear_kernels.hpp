@@ -1,0 +1,119 @@
+// Internal interface of linear()'s kernels: a table per instruction set, separate from detail::Kernels so that a
+// firmware that never calls linear() links none of them (--gc-sections). Entry points check, kernels assert.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "microattn/weights.hpp"
+
+namespace microattn {
+namespace detail {
+
+// y (m × n, row stride ldy) = x (m × k, ldx) · wᵀ + bias, w dense n × k in the kernel's format. A one-row view's
+// stride is its column count (as for matmul: kernels step row pointers past the last row).
+struct LinearArgs {
+  const float* x;
+  std::size_t ldx;
+  const void* w;
+  const float* scales;  // q8
+  std::size_t group;    // q8
+  const float* bias;    // n floats or nullptr
+  float* y;
+  std::size_t ldy;
+  std::size_t m, n, k;
+};
+
+// One column chunk of q8 activations for the rows of an x tile, quantized by linear.cpp: columns [c0, c0 + len)
+// in segments of seg columns (len is a multiple of seg), each segment within one weight group of every row.
+//   q:  rows × len int8 (row stride ldq), in [−127, 127]
+//   sx: rows × (len / seg) activation scales (row stride ldsx); 0 for a segment of zeros
+//   sw: the weight scale of row r, segment s is sw[(r / rows_per_scale)·sw_stride + s]
+// The kernel adds Σ_s (Σ_{c∈s} q_c·w_rc · sw) · sx to y[i·ldy + r] for the tile's rows i and every weight row
+// r < n, starting from the bias (or 0) when first is set.
+struct Q8Chunk {
+  const std::int8_t* q;
+  std::size_t ldq;
+  const float* sx;
+  std::size_t ldsx;
+  std::size_t rows;
+  std::size_t len, seg;
+  const float* sw;
+  std::size_t sw_stride, rows_per_scale;
+  const float* bias;
+  bool first;
+  float* y;
+  std::size_t ldy;
+};
+
+struct LinearKernels {
+  const char* name;  // "scalar", "avx512", "avx2", "neon64", "neon"
+  const char* f32_name;
+  const char* f16_name;
+  const char* q8_name;
+  void (*f32)(const LinearArgs& a) noexcept;
+  void (*f16)(const LinearArgs& a) noexcept;
+  // w points at column c0 of row 0 (row stride ldw); n weight rows.
+  void (*q8_chunk)(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& c) noexcept;
+  std::size_t q8_rows;  // x rows per q8_chunk call that the kernel takes best (<= linear_q8_rows)
+  // Largest |x_i| over i < n as the bits of a float (sign cleared): NaN and ±inf compare above every finite value
+  // as integers, so the result tells them apart (>= 0x7f800000) without a floating-point max that drops NaNs.
+  std::uint32_t (*absmax_bits)(const float* x, std::size_t n) noexcept;
+  // q[i] = round-half-away-from-zero(x[i] / s) for i < n, s > 0 normal, every |x[i]| <= 127·s (runq.c's rule).
+  void (*quantize)(const float* x, std::size_t n, float s, std::int8_t* q) noexcept;
+};
+
+const LinearKernels& scalar_linear_kernels() noexcept;
+// nullptr unless the build targets AVX2 + FMA + F16C (linear_x86.cpp), or NEON (linear_neon.cpp).
+const LinearKernels* x86_linear_kernels() noexcept;
+const LinearKernels* neon_linear_kernels() noexcept;
+inline const LinearKernels& selected_linear_kernels() noexcept {
+  if (const LinearKernels* t = x86_linear_kernels()) return *t;
+  if (const LinearKernels* t = neon_linear_kernels()) return *t;
+  return scalar_linear_kernels();
+}
+
+// linear() after its checks, with the kernels of table t (the tests run every table through it).
+void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept;
+
+// Row i of y from q8 weights in float, without quantizing x (linear.cpp takes it where the groups straddle rows
+// unevenly, or x's row is not finite or too small to quantize): y_ir = bias_r + Σ_c fl(s·q_rc)·x_ic.
+void linear_q8_float_row(const LinearArgs& a, std::size_t i) noexcept;
+
+// The weight scales of row r in a chunk (segment s at [s]).
+inline const float* row_scales(const Q8Chunk& c, std::size_t r) noexcept {
+  return c.sw + (c.rows_per_scale == 1 ? r : r / c.rows_per_scale) * c.sw_stride;
+}
+
+// IEEE binary16 → float, exact for every bit pattern (scalar; shared by the vector kernels' tails). Forced inline:
+// at -Os GCC would call it per element.
+inline __attribute__((always_inline)) float half_to_float(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t mag = h & 0x7fffu;
+  std::uint32_t bits;
+  if (mag >= 0x0400u && mag < 0x7c00u) {
+    bits = (mag << 13) + 0x38000000u;  // normal: rebias the exponent by 127 − 15
+  } else if (mag >= 0x7c00u) {
+    bits = (mag << 13) | 0x7f800000u;  // inf, NaN (its payload shifted along, so it stays a NaN)
+  } else {
+    const float f = static_cast<float>(mag) * 0x1p-24f;  // zero, subnormal: mag·2⁻²⁴, exact in float
+    __builtin_memcpy(&bits, &f, sizeof bits);
+  }
+  bits |= sign;
+  float r;
+  __builtin_memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
+// runq.c's rounding of x / s: half away from zero (roundf), computed without libm (Cortex-M would link roundf).
+inline __attribute__((always_inline)) std::int8_t quantize_one(float x, float s) noexcept {
+  const float t = x / s;
+  int i = static_cast<int>(t);                   // toward zero; |t| <= 127.5
+  const float frac = t - static_cast<float>(i);  // exact
+  if (frac >= 0.5f) ++i;
+  if (frac <= -0.5f) --i;
+  return static_cast<std::int8_t>(i);
+}
+
+}  // namespace detail
+}  // namespace microattn

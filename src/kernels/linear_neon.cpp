@@ -1,0 +1,325 @@
+// linear()'s NEON kernels: AArch64 (fcvtl for f16; sdot where __ARM_FEATURE_DOTPROD, else smull + smlal + sadalp
+// for q8) and ARMv7 NEON (vcvt.f32.f16 where the FPU has half precision, the same q8 product). Compiled in every
+// build; empty without NEON (Cortex-M: the scalar kernels).
+//
+// f16: each weight vector is converted once and used by every x row of the tile. q8: per 16 bytes, eight int16
+// pairs of products (each pair at most 2·128·127 = 32512: no overflow, −128 included) accumulated into int32 lanes,
+// or one sdot; each group's lanes are scaled in float, lane by lane, and reduced once per output and chunk.
+#include "kernels/linear_kernels.hpp"
+
+#if defined(__ARM_NEON)
+#include <arm_neon.h>
+
+#include <cassert>
+#include <cstring>
+
+#include "kernels/kernels.hpp"
+
+namespace microattn {
+namespace detail {
+namespace {
+
+float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
+
+#if defined(__aarch64__)
+#define MICROATTN_LINEAR_F16 1
+inline float32x4_t cvt_lo(uint16x8_t h) noexcept { return vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))); }
+inline float32x4_t cvt_hi(uint16x8_t h) noexcept { return vcvt_high_f32_f16(vreinterpretq_f16_u16(h)); }
+inline float lane_sum(float32x4_t v) noexcept { return vaddvq_f32(v); }
+inline float32x4_t madd(float32x4_t acc, float32x4_t a, float32x4_t b) noexcept { return vfmaq_f32(acc, a, b); }
+inline std::uint32_t lane_max(uint32x4_t v) noexcept { return vmaxvq_u32(v); }
+#else
+#if defined(__ARM_NEON_FP) && (__ARM_NEON_FP & 2)
+// The FPU converts half precision (VFPv4, -mfpu=neon-vfpv4), but arm_neon.h offers it only with -mfp16-format:
+// the instruction itself.
+#define MICROATTN_LINEAR_F16 1
+inline float32x4_t cvt4(uint16x4_t h) noexcept {
+  float32x4_t r;
+  asm("vcvt.f32.f16 %q0, %P1" : "=w"(r) : "w"(h));
+  return r;
+}
+inline float32x4_t cvt_lo(uint16x8_t h) noexcept { return cvt4(vget_low_u16(h)); }
+inline float32x4_t cvt_hi(uint16x8_t h) noexcept { return cvt4(vget_high_u16(h)); }
+#else
+#define MICROATTN_LINEAR_F16 0
+#endif
+inline float lane_sum(float32x4_t v) noexcept {
+  const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+  return vget_lane_f32(vpadd_f32(s, s), 0);
+}
+inline float32x4_t madd(float32x4_t acc, float32x4_t a, float32x4_t b) noexcept {
+#if defined(__ARM_FEATURE_FMA)
+  return vfmaq_f32(acc, a, b);
+#else
+  return vmlaq_f32(acc, a, b);
+#endif
+}
+inline std::uint32_t lane_max(uint32x4_t v) noexcept {
+  uint32x2_t m = vpmax_u32(vget_low_u32(v), vget_high_u32(v));
+  m = vpmax_u32(m, m);
+  return vget_lane_u32(m, 0);
+}
+#endif
+
+// ---- f32: matmul's kernels, then the bias ---------------------------------------------------------------------
+
+void f32_neon(const LinearArgs& a) noexcept {
+  const GemmArgs g{a.x, a.ldx, static_cast<const float*>(a.w), a.k, true, a.y, a.ldy, a.m, a.n, a.k};
+  selected_kernels().gemm(g);
+  if (a.bias == nullptr) return;
+  for (std::size_t i = 0; i < a.m; ++i)
+    for (std::size_t r = 0; r < a.n; ++r) a.y[i * a.ldy + r] += a.bias[r];
+}
+
+// ---- f16 ------------------------------------------------------------------------------------------------------
+
+#if MICROATTN_LINEAR_F16
+// MR x rows × NR weight rows, 8 columns per step (two vectors of x per row, one of halves per weight row); the last
+// k % 8 columns through zero-padded copies.
+template <int MR, int NR>
+void f16_tile(const float* x, std::size_t ldx, const std::uint16_t* w, std::size_t k, const float* bias, float* y,
+              std::size_t ldy) noexcept {
+  float32x4_t acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+  const auto step = [&](const float* const* xp, const std::uint16_t* const* wp) noexcept {
+    float32x4_t xl[MR], xh[MR];
+    for (int i = 0; i < MR; ++i) {
+      xl[i] = vld1q_f32(xp[i]);
+      xh[i] = vld1q_f32(xp[i] + 4);
+    }
+    for (int j = 0; j < NR; ++j) {
+      const uint16x8_t h = vld1q_u16(wp[j]);
+      const float32x4_t wl = cvt_lo(h), wh = cvt_hi(h);
+      for (int i = 0; i < MR; ++i) acc[i][j] = madd(madd(acc[i][j], xl[i], wl), xh[i], wh);
+    }
+  };
+  std::size_t c = 0;
+  for (; c + 8 <= k; c += 8) {
+    const float* xp[MR];
+    const std::uint16_t* wp[NR];
+    for (int i = 0; i < MR; ++i) xp[i] = x + i * ldx + c;
+    for (int j = 0; j < NR; ++j) wp[j] = w + j * k + c;
+    step(xp, wp);
+  }
+  if (c < k) {
+    const std::size_t rem = k - c;
+    float xt[MR][8] = {};
+    std::uint16_t wt[NR][8] = {};
+    const float* xp[MR];
+    const std::uint16_t* wp[NR];
+    for (int i = 0; i < MR; ++i) {
+      std::memcpy(xt[i], x + i * ldx + c, rem * sizeof(float));
+      xp[i] = xt[i];
+    }
+    for (int j = 0; j < NR; ++j) {
+      std::memcpy(wt[j], w + j * k + c, rem * sizeof(std::uint16_t));
+      wp[j] = wt[j];
+    }
+    step(xp, wp);
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = bias_of(bias, static_cast<std::size_t>(j)) + lane_sum(acc[i][j]);
+}
+
+template <int MR, int NR>
+void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
+  const auto* w = static_cast<const std::uint16_t*>(a.w);
+  const float* x = a.x + i0 * a.ldx;
+  float* y = a.y + i0 * a.ldy;
+  const auto bias = [&](std::size_t j) { return a.bias != nullptr ? a.bias + j : nullptr; };
+  std::size_t r = 0;
+  for (; r + NR <= a.n; r += NR) f16_tile<MR, NR>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
+  for (; r < a.n; ++r) f16_tile<MR, 1>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
+}
+
+void f16_neon(const LinearArgs& a) noexcept {
+  std::size_t i = 0;
+#if defined(__aarch64__)
+  for (; i + 4 <= a.m; i += 4) f16_rows<4, 4>(a, i);  // 16 accumulators, 8 of x, 2 of w: 26 of 32 registers
+#endif
+  for (; i + 2 <= a.m; i += 2) f16_rows<2, 4>(a, i);  // 8 + 4 + 2: 14 (ARMv7 has 16 quad registers)
+  if (i < a.m) f16_rows<1, 4>(a, i);
+}
+#if defined(__aarch64__)
+#define MICROATTN_F16_NAME "linear_f16_4x4_neon64"
+#else
+#define MICROATTN_F16_NAME "linear_f16_2x4_neon"
+#endif
+#else
+// No half-precision conversion in this FPU: the scalar kernel.
+void f16_neon(const LinearArgs& a) noexcept { scalar_linear_kernels().f16(a); }
+#define MICROATTN_F16_NAME "linear_f16_1x4_scalar"
+#endif
+
+// ---- q8 -------------------------------------------------------------------------------------------------------
+
+std::uint32_t absmax_bits_neon(const float* x, std::size_t n) noexcept {
+  const uint32x4_t abs_mask = vdupq_n_u32(0x7fffffffu);
+  uint32x4_t v = vdupq_n_u32(0);
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    v = vmaxq_u32(v, vandq_u32(vld1q_u32(reinterpret_cast<const std::uint32_t*>(x + i)), abs_mask));
+  std::uint32_t m = lane_max(v);
+  for (; i < n; ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+
+#if defined(__aarch64__)
+// q = round-half-away-from-zero(x / s) as quantize_one: the same division, truncation and ±1 where the discarded
+// fraction is at least ½ (the comparisons give all-ones lanes, −1 as integers).
+void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+  const float32x4_t sv = vdupq_n_f32(s), half = vdupq_n_f32(0.5f), minus_half = vdupq_n_f32(-0.5f);
+  const auto one = [&](const float* p) noexcept {
+    const float32x4_t t = vdivq_f32(vld1q_f32(p), sv);
+    int32x4_t r = vcvtq_s32_f32(t);  // toward zero
+    const float32x4_t frac = vsubq_f32(t, vcvtq_f32_s32(r));
+    r = vsubq_s32(r, vreinterpretq_s32_u32(vcgeq_f32(frac, half)));
+    return vaddq_s32(r, vreinterpretq_s32_u32(vcleq_f32(frac, minus_half)));
+  };
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const int16x8_t lo = vcombine_s16(vqmovn_s32(one(x + i)), vqmovn_s32(one(x + i + 4)));
+    const int16x8_t hi = vcombine_s16(vqmovn_s32(one(x + i + 8)), vqmovn_s32(one(x + i + 12)));
+    vst1q_s8(q + i, vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi)));
+  }
+  for (; i < n; ++i) q[i] = quantize_one(x[i], s);
+}
+#else
+// ARMv7 NEON has no vector division (and its reciprocal estimate would round differently from runq.c): scalar.
+void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+  for (std::size_t i = 0; i < n; ++i) q[i] = quantize_one(x[i], s);
+}
+#endif
+
+inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t w) noexcept {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, x, w);
+#else
+  int16x8_t p = vmull_s8(vget_low_s8(x), vget_low_s8(w));
+  p = vmlal_s8(p, vget_high_s8(x), vget_high_s8(w));
+  return vpadalq_s16(acc, p);
+#endif
+}
+
+// MR x rows × NR weight rows over one chunk: per group, int32 lane sums; then f += (lanes·sw)·sx.
+template <int MR, int NR>
+void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t i0, std::size_t r0) noexcept {
+  const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
+  const std::int8_t* const xq = ch.q + i0 * ch.ldq;
+  const float* const sx = ch.sx + i0 * ch.ldsx;
+  const std::int8_t* const wt = w + r0 * ldw;
+  const float* sw[NR];
+  for (int j = 0; j < NR; ++j) sw[j] = row_scales(ch, r0 + j);
+  float32x4_t f[MR][NR];
+  int32x4_t acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) f[i][j] = vdupq_n_f32(0.0f);
+  std::size_t off = 0;
+  for (std::size_t s = 0; s < segs; ++s) {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = vdupq_n_s32(0);
+    for (std::size_t v = 0; v < full; ++v, off += 16) {
+      int8x16_t xv[MR];
+      for (int i = 0; i < MR; ++i) xv[i] = vld1q_s8(xq + i * ch.ldq + off);
+      for (int j = 0; j < NR; ++j) {
+        const int8x16_t wv = vld1q_s8(wt + j * ldw + off);
+        for (int i = 0; i < MR; ++i) acc[i][j] = dot16(acc[i][j], xv[i], wv);
+      }
+    }
+    if (rem != 0) {
+      std::int8_t xt[MR][16] = {}, wtail[NR][16] = {};
+      int8x16_t xv[MR];
+      for (int i = 0; i < MR; ++i) {
+        std::memcpy(xt[i], xq + i * ch.ldq + off, rem);
+        xv[i] = vld1q_s8(xt[i]);
+      }
+      for (int j = 0; j < NR; ++j) {
+        std::memcpy(wtail[j], wt + j * ldw + off, rem);
+        const int8x16_t wv = vld1q_s8(wtail[j]);
+        for (int i = 0; i < MR; ++i) acc[i][j] = dot16(acc[i][j], xv[i], wv);
+      }
+      off += rem;
+    }
+    for (int j = 0; j < NR; ++j)
+      for (int i = 0; i < MR; ++i)
+        f[i][j] = vmlaq_n_f32(f[i][j], vmulq_n_f32(vcvtq_f32_s32(acc[i][j]), sw[j][s]), sx[i * ch.ldsx + s]);
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* y = ch.y + (i0 + i) * ch.ldy + r0;
+    for (int j = 0; j < NR; ++j) y[j] = (ch.first ? bias_of(ch.bias, r0 + j) : y[j]) + lane_sum(f[i][j]);
+  }
+}
+
+template <int MR, int NR>
+void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
+  std::size_t r = 0;
+  for (; r + NR <= n; r += NR) q8_tile<MR, NR>(w, ldw, ch, i0, r);
+  for (; r < n; ++r) q8_tile<MR, 1>(w, ldw, ch, i0, r);
+}
+
+void q8_chunk_neon(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+  assert(ch.rows <= 2);
+#if defined(__aarch64__)
+  // 8 int and 8 float accumulators, 2 of x: 21 of 32 registers.
+  if (ch.rows == 2) {
+    q8_rows<2, 4>(w, ldw, n, ch, 0);
+  } else {
+    q8_rows<1, 4>(w, ldw, n, ch, 0);
+  }
+#else
+  // 16 quad registers: 4 + 4 accumulators at 2 × 2.
+  if (ch.rows == 2) {
+    q8_rows<2, 2>(w, ldw, n, ch, 0);
+  } else {
+    q8_rows<1, 4>(w, ldw, n, ch, 0);
+  }
+#endif
+}
+
+#if defined(__aarch64__)
+#if defined(__ARM_FEATURE_DOTPROD)
+#define MICROATTN_Q8_NAME "linear_q8_2x4_neon64dot"
+#else
+#define MICROATTN_Q8_NAME "linear_q8_2x4_neon64"
+#endif
+#define MICROATTN_NEON_ARCH "neon64"
+#else
+#define MICROATTN_Q8_NAME "linear_q8_2x2_neon"
+#define MICROATTN_NEON_ARCH "neon"
+#endif
+
+constexpr LinearKernels table{MICROATTN_NEON_ARCH,
+                              "linear_f32_gemm_" MICROATTN_NEON_ARCH,
+                              MICROATTN_F16_NAME,
+                              MICROATTN_Q8_NAME,
+                              f32_neon,
+                              f16_neon,
+                              q8_chunk_neon,
+                              2,
+                              absmax_bits_neon,
+                              quantize_neon};
+
+}  // namespace
+
+const LinearKernels* neon_linear_kernels() noexcept { return &table; }
+
+}  // namespace detail
+}  // namespace microattn
+
+#else
+
+namespace microattn {
+namespace detail {
+
+const LinearKernels* neon_linear_kernels() noexcept { return nullptr; }
+
+}  // namespace detail
+}  // namespace microattn
+
+#endif

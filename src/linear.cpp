@@ -1,0 +1,176 @@
+// linear(): checks, the choice of kernel table, and q8's stack-bounded quantization of x in column chunks.
+#include <cassert>
+#include <cstdint>
+#include <cstring>
+
+#include "check.hpp"
+#include "kernels/linear_kernels.hpp"
+#include "microattn/weights.hpp"
+
+namespace microattn {
+namespace detail {
+namespace {
+
+constexpr std::uint32_t inf_bits = 0x7f800000u;
+// Below this max|x| (127·FLT_MIN) the group's scale max|x|/127 would be subnormal, whose lost bits would break the
+// range of q and the error bound: such rows go to the float path.
+constexpr float min_quantizable = 0x1.fcp-120f;
+
+std::size_t element_bytes(Format f) noexcept { return f == Format::f32 ? 4 : f == Format::f16 ? 2 : 1; }
+
+// Whether y shares a byte with the dense range [p, p + bytes): exact for a strided y, unlike a span test, so that
+// y's rows may interleave with other data.
+bool view_overlaps_bytes(const MatrixView<float>& y, const void* p, std::size_t bytes) noexcept {
+  const std::uintptr_t p0 = reinterpret_cast<std::uintptr_t>(p), p1 = p0 + bytes;
+  const std::uintptr_t y0 = reinterpret_cast<std::uintptr_t>(y.data);
+  if (p1 <= y0) return false;
+  // The last row of y starting below p1 is the only one that can reach p0 (rows start and end in order).
+  const std::size_t row_bytes = y.stride * sizeof(float);
+  std::size_t r = (p1 - 1 - y0) / row_bytes;
+  if (r > y.rows - 1) r = y.rows - 1;
+  return p0 < y0 + r * row_bytes + y.cols * sizeof(float);
+}
+
+// q8 where every row's groups cut its columns alike: segments of seg_len = min(group, k) columns, each inside one
+// weight group; x is quantized per segment, rows_max rows × one chunk of columns at a time.
+void run_q8_quantized(const LinearKernels& t, const LinearArgs& a) noexcept {
+  const std::size_t k = a.k, group = a.group;
+  const std::size_t seg_len = group < k ? group : k;
+  const std::size_t rows_per_scale = group > k ? group / k : 1;
+  const std::size_t sw_stride = group < k ? k / group : 1;
+  const std::size_t rows_max = t.q8_rows < linear_q8_rows ? t.q8_rows : linear_q8_rows;
+  // Columns per chunk: whole segments, or one piece of a segment longer than the buffer.
+  const bool long_segments = seg_len > linear_q8_chunk_bytes;
+  std::size_t segs_per_chunk = long_segments ? 1 : linear_q8_chunk_bytes / seg_len;
+  if (segs_per_chunk > linear_q8_chunk_groups) segs_per_chunk = linear_q8_chunk_groups;
+
+  alignas(64) std::int8_t q[linear_q8_rows * linear_q8_chunk_bytes];
+  float sx[linear_q8_rows * linear_q8_chunk_groups];
+  float long_sx[linear_q8_rows] = {};  // the scale of the current long segment, per row
+  const auto* w = static_cast<const std::int8_t*>(a.w);
+
+  for (std::size_t i0 = 0; i0 < a.m; i0 += rows_max) {
+    const std::size_t rows = a.m - i0 < rows_max ? a.m - i0 : rows_max;
+    unsigned float_rows = 0;  // bit i: row i0 + i is computed in float afterwards
+    std::size_t len = 0;
+    for (std::size_t c0 = 0; c0 < k; c0 += len) {
+      std::size_t seg;
+      if (long_segments) {
+        const std::size_t seg_end = (c0 / seg_len + 1) * seg_len;
+        len = seg_end - c0 < linear_q8_chunk_bytes ? seg_end - c0 : linear_q8_chunk_bytes;
+        seg = len;
+      } else {
+        const std::size_t segs = (k - c0) / seg_len < segs_per_chunk ? (k - c0) / seg_len : segs_per_chunk;
+        len = segs * seg_len;
+        seg = seg_len;
+      }
+      for (std::size_t i = 0; i < rows; ++i) {
+        const float* xr = a.x + (i0 + i) * a.ldx;
+        std::int8_t* qr = q + i * linear_q8_chunk_bytes;
+        for (std::size_t s = 0; s * seg < len; ++s) {
+          const std::size_t c = c0 + s * seg;
+          float scale;
+          if (long_segments && c % seg_len != 0) {
+            scale = long_sx[i];  // a later piece of the segment: its scale is known
+          } else {
+            // The scale of a whole segment, from all its columns (also when only a piece of it is in this chunk).
+            const std::uint32_t bits = t.absmax_bits(xr + c, seg_len);
+            float amax;
+            std::memcpy(&amax, &bits, sizeof amax);
+            if (bits >= inf_bits || (bits != 0 && amax < min_quantizable)) float_rows |= 1u << i;
+            scale = (float_rows >> i) & 1u ? 0.0f : amax / 127.0f;
+            long_sx[i] = scale;
+          }
+          sx[i * linear_q8_chunk_groups + s] = scale;
+          if (scale == 0.0f) {
+            std::memset(qr + s * seg, 0, seg);  // zeros (or a row left to the float path) add nothing
+          } else {
+            t.quantize(xr + c, seg, scale, qr + s * seg);
+          }
+        }
+      }
+      const Q8Chunk chunk{q,
+                          linear_q8_chunk_bytes,
+                          sx,
+                          linear_q8_chunk_groups,
+                          rows,
+                          len,
+                          seg,
+                          a.scales + c0 / group,
+                          sw_stride,
+                          rows_per_scale,
+                          a.bias,
+                          c0 == 0,
+                          a.y + i0 * a.ldy,
+                          a.ldy};
+      t.q8_chunk(w + c0, k, a.n, chunk);
+    }
+    for (std::size_t i = 0; i < rows; ++i)
+      if ((float_rows >> i) & 1u) linear_q8_float_row(a, i0 + i);
+  }
+}
+
+}  // namespace
+
+void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
+  assert(a.m > 0 && a.n > 0 && a.k > 0);
+  switch (format) {
+    case Format::f32:
+      t.f32(a);
+      return;
+    case Format::f16:
+      t.f16(a);
+      return;
+    case Format::q8:
+      assert(a.group > 0 && (a.n * a.k) % a.group == 0);
+      if (a.k % a.group == 0 || a.group % a.k == 0) {
+        run_q8_quantized(t, a);
+      } else {
+        for (std::size_t i = 0; i < a.m; ++i) linear_q8_float_row(a, i);
+      }
+      return;
+  }
+}
+
+}  // namespace detail
+
+Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y) noexcept {
+  const bool q8 = w.format == Format::q8;
+  if (x.data == nullptr || y.data == nullptr || w.data == nullptr || (q8 && w.scales == nullptr))
+    return Status::null_pointer;
+  if (!detail::all_aligned(x, y, bias) || (w.format == Format::f32 && !detail::aligned(w.data)) ||
+      (w.format == Format::f16 && reinterpret_cast<std::uintptr_t>(w.data) % 2 != 0) ||
+      (q8 && !detail::aligned(w.scales)))
+    return Status::misaligned;
+  if (w.format != Format::f32 && w.format != Format::f16 && !q8) return Status::invalid_shape;
+  if (!detail::shape_ok(x) || !detail::shape_ok(y)) return Status::invalid_shape;
+  const std::size_t n = w.rows, k = w.cols, elem = detail::element_bytes(w.format);
+  if (n == 0 || k == 0 || n > static_cast<std::size_t>(PTRDIFF_MAX) / elem / k) return Status::invalid_shape;
+  if (x.cols != k || y.cols != n || y.rows != x.rows) return Status::invalid_shape;
+  if (q8 && (w.group == 0 || (n * k) % w.group != 0)) return Status::invalid_shape;
+  if (detail::views_overlap(y, x) || detail::view_overlaps_bytes(y, w.data, n * k * elem) ||
+      (q8 && detail::view_overlaps_bytes(y, w.scales, n * k / w.group * sizeof(float))) ||
+      (bias != nullptr && detail::view_overlaps_bytes(y, bias, n * sizeof(float))))
+    return Status::aliasing;
+
+  // A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
+  const detail::LinearArgs args{x.data, x.rows == 1 ? k : x.stride, w.data, w.scales, w.group, bias,
+                                y.data, y.rows == 1 ? n : y.stride, x.rows, n,        k};
+  detail::linear_run(detail::selected_linear_kernels(), w.format, args);
+  return Status::ok;
+}
+
+const char* linear_kernel_name(Format format) noexcept {
+  const detail::LinearKernels& t = detail::selected_linear_kernels();
+  switch (format) {
+    case Format::f32:
+      return t.f32_name;
+    case Format::f16:
+      return t.f16_name;
+    case Format::q8:
+      return t.q8_name;
+  }
+  return "";
+}
+
+}  // namespace microattn
