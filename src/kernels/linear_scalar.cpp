@@ -14,10 +14,11 @@ namespace {
 
 float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
 
-// f32: matmul's kernels (y = x·wᵀ), then the bias.
+// f32: matmul's kernels (y = x·wᵀ), then the bias. The build's matmul kernels, not the scalar ones: this table is
+// also what builds without vector kernels of linear's own select (SSE2, i686, Cortex-M55 with Helium's gemm).
 void f32_scalar(const LinearArgs& a) noexcept {
   const GemmArgs g{a.x, a.ldx, static_cast<const float*>(a.w), a.k, true, a.y, a.ldy, a.m, a.n, a.k};
-  scalar_kernels().gemm(g);
+  selected_kernels().gemm(g);
   if (a.bias == nullptr) return;
   for (std::size_t i = 0; i < a.m; ++i)
     for (std::size_t r = 0; r < a.n; ++r) a.y[i * a.ldy + r] += a.bias[r];
@@ -132,7 +133,7 @@ void quantize_scalar(const float* x, std::size_t n, float s, std::int8_t* q) noe
 }
 
 constexpr LinearKernels table{"scalar",
-                              "linear_f32_gemm__scalar",
+                              "linear_f32_gemm__matmul",
                               "linear_f16_1x4__scalar",
                               "linear_q8_1x4__scalar",
                               f32_scalar,
