@@ -32,8 +32,9 @@ bool view_overlaps_bytes(const MatrixView<float>& y, const void* p, std::size_t 
 }
 
 // q8 where every row's groups cut its columns alike: segments of seg_len = min(group, k) columns, each inside one
-// weight group; x is quantized per segment, rows_max rows × one chunk of columns at a time.
-void run_q8_quantized(const LinearKernels& t, const LinearArgs& a) noexcept {
+// weight group; x is quantized per segment, rows_max rows × one chunk of columns at a time. Not inlined: Clang put
+// its 5 KiB of buffers in linear_run's frame, under the f32 path's gemm too (20 344 bytes of stack, SmallStack).
+__attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const LinearArgs& a) noexcept {
   const std::size_t k = a.k, group = a.group;
   const std::size_t seg_len = group < k ? group : k;
   const std::size_t rows_per_scale = group > k ? group / k : 1;

@@ -46,6 +46,9 @@ struct Q8Chunk {
   std::size_t ldy;
 };
 
+// f32 in every table: y = x·wᵀ on the build's matmul kernels (selected_kernels().gemm), then the bias.
+void linear_f32_gemm(const LinearArgs& a) noexcept;
+
 struct LinearKernels {
   const char* name;  // "scalar", "avx512", "avx2", "neon64", "neon"
   const char* f32_name;

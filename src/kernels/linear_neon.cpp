@@ -61,16 +61,6 @@ inline std::uint32_t lane_max(uint32x4_t v) noexcept {
 }
 #endif
 
-// ---- f32: matmul's kernels, then the bias ---------------------------------------------------------------------
-
-void f32_neon(const LinearArgs& a) noexcept {
-  const GemmArgs g{a.x, a.ldx, static_cast<const float*>(a.w), a.k, true, a.y, a.ldy, a.m, a.n, a.k};
-  selected_kernels().gemm(g);
-  if (a.bias == nullptr) return;
-  for (std::size_t i = 0; i < a.m; ++i)
-    for (std::size_t r = 0; r < a.n; ++r) a.y[i * a.ldy + r] += a.bias[r];
-}
-
 // ---- f16 ------------------------------------------------------------------------------------------------------
 
 #if MICROATTN_LINEAR_F16
@@ -298,7 +288,7 @@ constexpr LinearKernels table{MICROATTN_NEON_ARCH,
                               "linear_f32_gemm_" MICROATTN_NEON_ARCH,
                               MICROATTN_F16_NAME,
                               MICROATTN_Q8_NAME,
-                              f32_neon,
+                              linear_f32_gemm,
                               f16_neon,
                               q8_chunk_neon,
                               2,

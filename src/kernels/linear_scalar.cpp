@@ -10,18 +10,20 @@
 
 namespace microattn {
 namespace detail {
-namespace {
 
-float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
-
-// f32: matmul's kernels (y = x·wᵀ), then the bias.
-void f32_scalar(const LinearArgs& a) noexcept {
+// f32: matmul's kernels (y = x·wᵀ), then the bias. The build's matmul kernels, not the scalar ones: this table is
+// also what builds without vector kernels of linear's own select (SSE2, i686, Cortex-M55 with Helium's gemm).
+void linear_f32_gemm(const LinearArgs& a) noexcept {
   const GemmArgs g{a.x, a.ldx, static_cast<const float*>(a.w), a.k, true, a.y, a.ldy, a.m, a.n, a.k};
-  scalar_kernels().gemm(g);
+  selected_kernels().gemm(g);
   if (a.bias == nullptr) return;
   for (std::size_t i = 0; i < a.m; ++i)
     for (std::size_t r = 0; r < a.n; ++r) a.y[i * a.ldy + r] += a.bias[r];
 }
+
+namespace {
+
+float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
 
 void f16_scalar(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
@@ -132,10 +134,10 @@ void quantize_scalar(const float* x, std::size_t n, float s, std::int8_t* q) noe
 }
 
 constexpr LinearKernels table{"scalar",
-                              "linear_f32_gemm_scalar",
+                              "linear_f32_gemm_scalar",  // the gemm is matmul's: matmul_kernel_name()
                               "linear_f16_1x4_scalar",
                               "linear_q8_1x4_scalar",
-                              f32_scalar,
+                              linear_f32_gemm,
                               f16_scalar,
                               q8_chunk_scalar,
                               1,

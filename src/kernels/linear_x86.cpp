@@ -86,16 +86,6 @@ inline void lane_sums(const __m256* v, float* out) noexcept {
                    _mm256_add_ps(_mm256_permute2f128_ps(t[0], t[1], 0x20), _mm256_permute2f128_ps(t[0], t[1], 0x31)));
 }
 
-// ---- f32: matmul's kernels, then the bias ---------------------------------------------------------------------
-
-void f32_x86(const LinearArgs& a) noexcept {
-  const GemmArgs g{a.x, a.ldx, static_cast<const float*>(a.w), a.k, true, a.y, a.ldy, a.m, a.n, a.k};
-  selected_kernels().gemm(g);
-  if (a.bias == nullptr) return;
-  for (std::size_t i = 0; i < a.m; ++i)
-    for (std::size_t r = 0; r < a.n; ++r) a.y[i * a.ldy + r] += a.bias[r];
-}
-
 // ---- f16 ------------------------------------------------------------------------------------------------------
 
 #if MICROATTN_LINEAR_AVX512
@@ -599,7 +589,7 @@ constexpr LinearKernels table{MICROATTN_F16_ARCH,
                               "linear_f32_gemm_" MICROATTN_F16_ARCH,
                               f16_tile_rows == 4 ? "linear_f16_4x4_avx512" : "linear_f16_2x4_avx2",
                               MICROATTN_Q8_NAME,
-                              f32_x86,
+                              linear_f32_gemm,
                               f16_x86,
                               q8_chunk_x86,
                               MICROATTN_LINEAR_ZMM_VNNI ? 4 : 2,
