@@ -2,6 +2,8 @@
 #include "microattn/microattn.h"
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "check.hpp"
 #include "microattn/microattn.hpp"
@@ -246,9 +248,12 @@ microattn_status microattn_softmax_rows(microattn_view x) { return c(ma::softmax
 microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
                                   microattn_view y) {
   if (w == nullptr) return MICROATTN_NULL_POINTER;
-  // A C enum holds any int: a value outside the three is passed on as one outside Format (invalid_shape, after
-  // the null pointer checks, as in C++), never truncated into a valid one.
-  const unsigned f = static_cast<unsigned>(w->format);
+  // A C enum holds any int, but C++ may not load a value outside the enumerators' range as the enum (UBSan): its
+  // bytes as the underlying integer. A value outside the three is passed on as one outside Format (invalid_shape,
+  // after the null pointer checks, as in C++), never truncated into a valid one.
+  std::underlying_type_t<microattn_format> raw;
+  std::memcpy(&raw, &w->format, sizeof raw);
+  const unsigned long long f = static_cast<unsigned long long>(raw);
   const ma::WeightMatrix m{static_cast<ma::Format>(f <= 2 ? f : 0xffu), w->data, w->rows, w->cols, w->scales, w->group};
   return c(ma::linear(cpp(x), m, bias, cpp(y)));
 }
