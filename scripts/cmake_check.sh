@@ -61,7 +61,7 @@ echo "=== cmake: one source list"
 # The library sources of a CMake and a Meson build of the same rule: the native builds above, and a scalar
 # configuration of each (configured only).
 cmake_sources() {  # CMake build dir of microattn
-  grep -o 'src/[a-z_/]*\.cpp\.o' "$1/CMakeFiles/microattn.dir/build.make" | sed 's/\.o$//' | sort -u
+  grep -o 'src/[a-z0-9_/]*\.cpp\.o' "$1/CMakeFiles/microattn.dir/build.make" | sed 's/\.o$//' | sort -u  # digits: linear_x86.cpp
 }
 meson_sources() {  # Meson build dir
   meson introspect --targets "$1" | /usr/bin/python3 -c '
