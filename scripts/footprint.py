@@ -40,7 +40,9 @@ BUDGETS = {
     # second round (issue 9: C API duplicates, one 2^x for the exact path); a C++ firmware links 12.7 KiB of it.
     # linear() and its kernels (LINEAR_OBJECTS) are counted on their own below: a firmware that never calls linear()
     # links none of them (their kernel table is separate from detail::Kernels).
-    "library text": 16384,
+    # Raised by 256 B for the exact rotary reduction (sin_cos.hpp, +132), the C API's init weight checks (+48) and
+    # microattn_linear's wrapper (+112): 16 440 B measured on M4.
+    "library text": 16640,
     # linear(): its checks, q8's chunked quantization and the scalar f32/f16/q8 kernels (linear.cpp, kernels/linear_*).
     "linear text": 3584,  # 3333 B measured on M4
     "library data + bss": 0,  # the library keeps no static state
@@ -57,7 +59,7 @@ BUDGETS = {
 LINEAR_OBJECTS = re.compile(r"^src_(kernels_)?linear[a-z0-9_]*\.cpp\.o$")
 TARGET_BUDGETS = {
     "cortex-m55": {
-        "library text": 24064,  # two kernel tables: scalar (4.5 KiB) and Helium (7.2 KiB); 23 875 B measured
+        "library text": 24320,  # two kernel tables: scalar (4.5 KiB) and Helium (7.2 KiB); 24 195 B measured
         # Helium's gemm row tiles (56 + 80 + 120 B) under the few-query path: 1096 B measured (QEMU: 1052 B)
         "stack, any entry point": 1104,
         "firmware example text": 64 * 1024,
