@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""Flash, RAM and stack of microattn on Cortex-M, checked against the budgets below (README "Footprint").
+"""Flash, RAM and stack of microattn on Cortex-M, checked against the budgets below (docs/cortex-m.md "Footprint").
 
-Usage: scripts/footprint.py [BUILD_DIR ...]
+Usage: scripts/footprint.py [--results FILE] [BUILD_DIR ...]
+  --results FILE  also write the report to FILE (bench/results/footprint_cortex_m.txt: the docs' tables read it,
+                  scripts/doc_tables.py)
   Default: build-cortex-m4, build-cortex-m7 and build-cortex-m55, set up with cross/<target>.ini when
   missing, and brought up to date with ninja. The Cortex-M cross files build at -Os; the figures are those
   of the very objects the test suite runs.
@@ -319,8 +321,27 @@ def reference_layer_ram(probe):
 
 
 # ---- report --------------------------------------------------------------------------------------------
+class Tee:
+    """Writes to stdout and to a results file."""
+
+    def __init__(self, path):
+        self.stdout, self.file = sys.stdout, open(path, "w", encoding="utf-8")
+
+    def write(self, text):
+        self.stdout.write(text)
+        self.file.write(text)
+
+    def flush(self):
+        self.stdout.flush()
+        self.file.flush()
+
+
 def main():
-    builds = sys.argv[1:] or [os.path.join(ROOT, "build-" + t) for t in ("cortex-m4", "cortex-m7", "cortex-m55")]
+    args = sys.argv[1:]
+    if args[:1] == ["--results"]:
+        sys.stdout = Tee(args[1])
+        args = args[2:]
+    builds = args or [os.path.join(ROOT, "build-" + t) for t in ("cortex-m4", "cortex-m7", "cortex-m55")]
     failures, summary = [], {}
 
     def figure(build, key, value, budget_key):
