@@ -1,0 +1,563 @@
+#!/usr/bin/python3
+"""The figure tables of README.md and docs/*.md, generated from the committed result files.
+
+Usage: scripts/doc_tables.py --write | --check [ROOT]
+  --write  regenerate every table in place
+  --check  exit 1, naming each table that differs from what its result file gives (the Meson test DocTables)
+
+A table sits between two marker comments, on lines of their own:
+    <!-- table: NAME -->
+    ...generated: a Markdown table and a line naming its source...
+    <!-- end table -->
+NAME is a key of TABLES below; each entry names the files it reads (bench/results/*, scripts/*budgets*.txt) and
+the function that turns them into rows. To change a figure, rerun what produced its file (the file says how),
+commit the file, then run --write. A marker with an unknown name, or without its end, is an error.
+"""
+import glob
+import os
+import re
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+BEGIN = re.compile(r"^<!-- table: ([\w-]+) -->$")
+END = "<!-- end table -->"
+
+
+def read(root, path):
+    with open(os.path.join(root, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def markdown_rows(text, first_cell):
+    """Cells of the rows of the Markdown table whose header starts with first_cell."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("| " + first_cell + " |"):
+            inside = True
+            continue
+        if inside:
+            if not line.startswith("|"):
+                break
+            if line.startswith("|---"):
+                continue
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    if not rows:
+        raise ValueError(f"no table starting with '{first_cell}'")
+    return rows
+
+
+def benchmark_times(text):
+    """{name: (real time, cpu time) in µs} from Google Benchmark's console output."""
+    scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+    out = {}
+    for m in re.finditer(r"^(\S.*?)\s{2,}([\d.]+) (ns|us|ms|s)\s+([\d.]+) (ns|us|ms|s)\s+\d+", text, re.M):
+        out[m.group(1)] = (float(m.group(2)) * scale[m.group(3)], float(m.group(4)) * scale[m.group(5)])
+    return out
+
+
+def counter(text, name, key):
+    m = re.search(r"^" + re.escape(name) + r"\s.*?\b" + key + r"=([\d.]+)([kMG]?)", text, re.M)
+    if not m:
+        raise ValueError(f"{name}: no counter {key}")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+
+def summary_section(text, title):
+    """Rows (lists of fields) of a 'Summary: TITLE…' block of a result file, header line skipped."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("Summary: " + title):
+            inside, rows = True, []
+            continue
+        if inside:
+            if not line.strip():
+                break
+            if line.startswith("point"):
+                continue
+            rows.append(line.split())
+    if not rows:
+        raise ValueError(f"no 'Summary: {title}' block")
+    return rows
+
+
+def fmt(x, digits=2):
+    return f"{x:.{digits}f}"
+
+
+def us(x):
+    """A time in µs with three significant figures (at least one decimal)."""
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def thousands(n):
+    return f"{n:,}".replace(",", " ")
+
+
+# ---- Cortex-M footprint (scripts/footprint.py --results) -------------------------------------------------------
+FOOTPRINT = "bench/results/footprint_cortex_m.txt"
+FOOTPRINT_LABELS = {
+    "library text": "library text, `libmicroattn.a` without `linear()`",
+    "linear text": "`linear()` text (linked only by firmware that calls it)",
+    "library data + bss": "library `.data` + `.bss`",
+    "firmware example text": "firmware example text (mostly newlib: printf with floats, semihosting)",
+    "firmware example data": "firmware example `.data`",
+    "firmware example bss": "firmware example `.bss`",
+    "libmicroattn in the firmware example, text": "library text linked into the firmware example",
+    "MultiHeadAttention<64, 64, 4> RAM": "a `static MultiHeadAttention<64, 64, 4>` (`.bss`)",
+}
+
+
+def footprint_rows(root):
+    rows = markdown_rows(read(root, FOOTPRINT), "figure (bytes)")
+    out = []
+    for key, *cells in rows:
+        label = FOOTPRINT_LABELS.get(key)
+        if label is None and key.startswith("stack, "):
+            label = "worst-case stack, `" + key[len("stack, "):] + "`"
+        out.append([label or key] + cells)
+    return out
+
+
+def footprint_table(root):
+    head = ["bytes (GCC 12, -Os, newlib-nano)", "Cortex-M4", "Cortex-M7", "Cortex-M55", "budget (M4, M7 / M55)"]
+    return table(head, footprint_rows(root)), [FOOTPRINT]
+
+
+def footprint_summary(root):
+    keep = ("library text", "library text linked", "a `static MultiHeadAttention", "worst-case stack, `attention`",
+            "worst-case stack, `MultiHeadAttention::forward`", "worst-case stack, `linear`")
+    rows = [r for r in footprint_rows(root) if r[0].startswith(keep)]
+    return table(["bytes", "Cortex-M4", "Cortex-M7", "Cortex-M55", "budget"], rows), [FOOTPRINT]
+
+
+def footprint_stack_paths(root):
+    """Deepest call path of the layer's forward and of attention, and the QEMU cross-check, per target."""
+    text = read(root, FOOTPRINT)
+    rows = []
+    for section in re.split(r"^=== ", text, flags=re.M)[1:]:
+        target = section.split()[0].removeprefix("build-")
+        for label in ("MultiHeadAttention::forward", "attention", "linear"):
+            m = re.search(r"^  " + re.escape(label) + r"\s+(\d+)  (.*)$", section, re.M)
+            probe = {"MultiHeadAttention::forward": "call_forward", "attention": "call_attention",
+                     "linear": "call_linear"}[label]
+            q = re.search(r"^\s+" + probe + r"\s+static\s+(\d+), measured\s+(\d+)", section, re.M)
+            if not m or not q:
+                raise ValueError(f"{target}: no stack line for {label}")
+            path = " → ".join(re.sub(r"^(.*) (\d+)$", r"\1 (\2)", p) for p in m.group(2).split(" > "))
+            rows.append([target, f"`{label}`", m.group(1), f"{q.group(2)} of {q.group(1)}", path])
+    head = ["target", "entry point", "static worst case", "QEMU: measured of static (probe)", "deepest path (frame bytes)"]
+    return table(head, rows), [FOOTPRINT]
+
+
+# ---- stack on x86 (test SmallStack) ----------------------------------------------------------------------------
+STACK = "bench/results/stack_avx512.txt"
+
+
+def stack_native(root):
+    text = read(root, STACK)
+    rows = [[m.group(1).strip(), m.group(2)] for m in
+            re.finditer(r"^\[ stack \] (.+?)\s+(\d+) bytes \(", text, re.M)]
+    kernel = re.search(r"bytes \((\w+)\)", text).group(1)
+    return table([f"call (x86-64 AVX-512, `{kernel}`)", "stack bytes"], rows), [STACK]
+
+
+# ---- accuracy (test AttentionAccuracy) ---------------------------------------------------------------------------
+ACCURACY = "bench/results/accuracy_avx512.txt"
+
+
+def accuracy(root):
+    found = {}
+    for m in re.finditer(r"^\s+(\d+)\s+(\d+)\s+([\d.e+-]+)\s+([\d.e+-]+)$", read(root, ACCURACY), re.M):
+        found[(int(m.group(1)), int(m.group(2)))] = (float(m.group(3)), float(m.group(4)))
+    ns, ds = sorted({k[0] for k in found}), sorted({k[1] for k in found})
+    rows = [[n] + [f"{found[(n, d)][0]:.1e} / {found[(n, d)][1]:.1e}" for d in ds] for n in ns]
+    return table(["n_kv"] + [f"d = {d}: measured / bound" for d in ds], rows), [ACCURACY]
+
+
+# ---- peers (scripts/bench_peers.sh) -------------------------------------------------------------------------------
+PEERS = {"avx512": "bench/results/peers_avx512.md", "avx2": "bench/results/peers_avx2.md"}
+PEER_SHORT = {"Eigen": "Eigen", "OpenBLAS + softmax_rows": "OpenBLAS", "oneDNN matmul+softmax": "oneDNN"}
+
+
+def peer_rows(root, arch):
+    rows = markdown_rows(read(root, PEERS[arch]), "n × d")
+    key = lambda r: tuple(int(x) for x in r[0].split(" × ")[::-1]) + (r[1] != "dense",)
+    return {(r[0], r[1]): r for r in sorted(rows, key=key)}
+
+
+def peer_peak(root, arch):
+    return re.search(r"FMA peak measured at start ([\d.]+) GFLOP/s", read(root, PEERS[arch])).group(1)
+
+
+def best_peer_value(r):
+    return r[{"Eigen": 3, "OpenBLAS + softmax_rows": 4, "oneDNN matmul+softmax": 5}[r[7]]]
+
+
+def peers_full(root):
+    a, b = peer_rows(root, "avx512"), peer_rows(root, "avx2")
+    rows = []
+    for k, r in a.items():
+        s = b[k]
+        rows.append([r[0], r[1], r[2], r[3], r[4], r[5], r[8], s[2], f"{best_peer_value(s)} ({PEER_SHORT[s[7]]})",
+                     s[8]])
+    head = ["n × d", "mode", "microattn", "Eigen", "OpenBLAS", "oneDNN", "ratio", "AVX2: microattn", "best peer",
+            "ratio"]
+    return table(head, rows), list(PEERS.values())
+
+
+def peers_summary(root):
+    a, b = peer_rows(root, "avx512"), peer_rows(root, "avx2")
+    rows = []
+    for k, r in a.items():
+        n, d = r[0].split(" × ")
+        if d != "64" or n not in ("16", "64", "256", "1024"):
+            continue
+        s = b[k]
+        rows.append([r[0], r[1], r[2], f"{best_peer_value(r)} ({PEER_SHORT[r[7]]})", r[8], s[2],
+                     f"{best_peer_value(s)} ({PEER_SHORT[s[7]]})", s[8]])
+    head = ["n × d", "mode", "AVX-512: microattn", "best peer", "ratio", "AVX2: microattn", "best peer", "ratio"]
+    return table(head, rows), list(PEERS.values())
+
+
+# ---- linear() against fp32 matmul (bench/bench_linear) ------------------------------------------------------------
+LINEAR = {"avx512": "bench/results/linear_avx512.txt", "avx2": "bench/results/linear_avx2.txt"}
+
+
+def linear_table(root):
+    rows = {}
+    for arch, path in LINEAR.items():
+        for f in summary_section(read(root, path), "fastest"):
+            rows.setdefault(f[0], []).extend(f[8:12])  # after "|": f16 q8_g64 q8_g32 q8_grow
+    out = []
+    for point, cells in rows.items():
+        size, m = point.split("/")
+        n = size.split("x")[0]
+        out.append([f"{n}² m = {m[1:]}"] + cells)
+    head = ["point", "AVX-512 VNNI: f16", "q8 g64", "q8 g32", "q8 row", "AVX2: f16", "q8 g64", "q8 g32", "q8 row"]
+    return table(head, out), list(LINEAR.values())
+
+
+# ---- decoding (bench/bench_decode_peers, bench/bench_decode) ------------------------------------------------------
+DECODE_PEERS = "bench/results/decode_peers_avx512_quiet.txt"
+DECODE_LAYER = "bench/results/decode_layer_avx512.txt"
+
+
+def decode_summary(root):
+    return {f[0]: f[1:] for f in summary_section(read(root, DECODE_PEERS), "median CPU")}
+
+
+def decode_attention(root):
+    s = decode_summary(root)
+    rows = []
+    for shape in ("1x256", "1x1024", "1x4096", "4x256", "4x1024", "4x4096", "8x256", "8x1024", "8x4096"):
+        d, c = s[f"attention/dense/{shape}"], s[f"attention/causal/{shape}"]
+        rows.append([shape.replace("x", " × ")] + d[:3] + [f"**{d[3]}**"] + c[:3] + [f"**{c[3]}**"])
+    head = ["n_q × n_kv", "dense: microattn µs", "Eigen", "OpenBLAS", "ratio", "causal: microattn µs", "Eigen",
+            "OpenBLAS", "ratio"]
+    return table(head, rows), [DECODE_PEERS]
+
+
+def decode_matmul(root):
+    s = decode_summary(root)
+    rows = []
+    for m in range(1, 9):
+        row = [m]
+        for kind in ("xWt", "xW"):
+            for kn in (256, 1024):
+                f = s[f"matmul/{kind}/m:{m}/kn:{kn}"]
+                row += [f[0], fmt(float(f[1]) / float(f[0]))]
+        rows.append(row)
+    head = ["m", "x·Wᵀ 256² µs", "Eigen ÷", "x·Wᵀ 1024² µs", "Eigen ÷", "x·W 256² µs", "Eigen ÷", "x·W 1024² µs",
+            "Eigen ÷"]
+    return table(head, rows), [DECODE_PEERS]
+
+
+def decode_layer(root):
+    text = read(root, DECODE_LAYER)
+    t = benchmark_times(text)
+    proj = t["BM_decode_projections_median"][1]
+    rows = []
+    for n in (64, 256, 1024):
+        rows.append([n, us(t[f"BM_decode_append/{n}/0_median"][1]), us(t[f"BM_decode_append/{n}/1_median"][1]),
+                     us(proj), us(t[f"BM_decode_attention/{n}_median"][1])])
+    head = ["cached rows", "`append`, one token, µs", "with rope", "of which the 4 projections (`matmul`)",
+            "8 separate `attention()` calls, one per head"]
+    return table(head, rows), [DECODE_LAYER]
+
+
+# ---- x86 kernels and attention (bench/bench_kernels, bench/bench_attention) ----------------------------------------
+KERNELS = "bench/results/kernels_avx512.txt"
+ATTENTION = "bench/results/attention_avx512.txt"
+
+
+def peak(text):
+    return float(re.search(r"^fma_peak_gflops: ([\d.]+)", text, re.M).group(1))
+
+
+def gflops(text, name):
+    return counter(text, name, "GFLOPS")
+
+
+def kernels_table(root):
+    text = read(root, KERNELS)
+    t, p = benchmark_times(text), peak(text)
+    rows = []
+    for label, name in (("matmul 256³", "BM_matmul_square/256_median"),
+                        ("matmul 256³, b transposed", "BM_matmul_square_transposed/256_median"),
+                        ("matmul 1024³", "BM_matmul_square/1024_median")):
+        g = gflops(text, name)
+        rows.append([label, f"{g:.0f} GFLOP/s, {100 * g / p:.0f} % of peak"])
+    soft, naive = t["BM_softmax_rows/256_median"][1], t["BM_softmax_rows_std_exp_loop/256_median"][1]
+    rows.append(["softmax_rows 256×256", f"{us(soft)} µs; a plain `std::exp` loop {us(naive)} µs: "
+                                         f"{naive / soft:.1f}×"])
+    e = counter(text, "BM_exp_elements/4096_median", "elems_per_s")
+    rows.append(["exp_elements", f"{e / 1e9:.1f} G elements/s"])
+    return table([f"benchmark (FMA peak {p:.0f} GFLOP/s)", "median of 3"], rows), [KERNELS]
+
+
+def attention_table(root):
+    text = read(root, ATTENTION)
+    t, p = benchmark_times(text), peak(text)
+    rows = []
+    for n, d in ((16, 32), (16, 64), (64, 64), (128, 64), (256, 64), (512, 64), (1024, 64), (256, 32), (256, 128),
+                 (1024, 128)):
+        dense, causal = t[f"BM_attention/{n}/{d}/0_median"][1], t[f"BM_attention/{n}/{d}/1_median"][1]
+        g = 4.0 * n * n * d / dense / 1e3
+        unfused = t.get(f"BM_attention_unfused/{n}/{d}_median")
+        rows.append([f"{n} × {d}", us(dense), f"{g:.0f}", f"{100 * g / p:.0f} %", us(causal), fmt(causal / dense, 3),
+                     us(unfused[1]) + " µs" if unfused else "—"])
+    head = ["n × d", "dense µs", "GFLOP/s", "% of peak", "causal µs", "causal ÷ dense",
+            "unfused (matmul + softmax_rows + matmul)"]
+    return table(head, rows), [ATTENTION]
+
+
+PHASES = ["scores Q·Kᵀ", "online softmax: max, 2^(s−m), sums", "P·V with the rescale fused in",
+          "per tile: Q transpose-pack, output transpose-store", "(copy of the scores, subtracted from the softmax)"]
+
+
+def attention_phases(root):
+    text = read(root, ATTENTION)
+    t, p = benchmark_times(text), peak(text)
+    ph = {n: [t[f"BM_attention_phase/{n}/64/{i}_median"][1] for i in range(5)] for n in (256, 1024)}
+    rows = []
+    for n in (256, 1024):
+        x = ph[n]
+        x[1] -= x[4]  # the softmax phase restores the scores before each pass
+    total = {n: sum(ph[n][:4]) for n in ph}
+    for i in (0, 2, 1, 3):
+        rate = ""
+        if i in (0, 2):
+            rate = f"{100 * 2.0 * 256 * 256 * 64 / ph[256][i] / 1e3 / p:.0f} % of peak"
+        rows.append([PHASES[i], us(ph[256][i]), us(ph[1024][i]), f"{100 * ph[256][i] / total[256]:.1f} %", rate])
+    return table(["phase (dense, d = 64)", "µs, n = 256", "µs, n = 1024", "share at 256", "rate"], rows), [ATTENTION]
+
+
+def layers_table(root):
+    text = read(root, ATTENTION)
+    t = benchmark_times(text)
+    rows = []
+    for shape, label in (("64, 64, 4, 4", "<64, 64, 4>"), ("128, 64, 1, 1", "<128, 64, 1>"),
+                         ("256, 256, 8, 8", "<256, 256, 8>"), ("256, 256, 8, 2", "<256, 256, 8, 2>")):
+        name = f"BM_layer<{shape}>/0_median"
+        if name not in t:
+            raise ValueError(f"no {name}")
+        rows.append([f"`MultiHeadAttention{label}`", us(t[name][1]), f"{gflops(text, name):.0f}",
+                     thousands(int(counter(text, name, "ram_bytes")))])
+    return table(["layer, forward over MaxSeq tokens", "µs", "GFLOP/s", "RAM bytes"], rows), [ATTENTION]
+
+
+# ---- instruction counts (scripts/mcu_insn_budgets.txt, bench/results/arm_insns.txt) --------------------------------
+MCU_BUDGETS = "scripts/mcu_insn_budgets.txt"
+
+
+def mcu_counts(root):
+    out = {}
+    for line in read(root, MCU_BUDGETS).splitlines():
+        if line and not line.startswith("#"):
+            target, op, shape, n = line.split()
+            out[(target, op, shape)] = int(n)
+    return out
+
+
+def macs(op, shape):
+    if op.startswith("attention"):
+        n, d = (int(x) for x in shape.split("x"))
+        return 2 * n * n * d
+    if op.startswith("matmul"):
+        m, k, n = (int(x) for x in shape.split("x"))
+        return m * k * n
+    if op == "mha_forward":  # <MaxSeq, ModelDim, Heads>xTokens: 4 projections + attention over all heads
+        dim, tokens = int(shape.split(",")[1]), int(shape.split("x")[-1])
+        return 4 * tokens * dim * dim + 2 * tokens * tokens * dim
+    if op == "softmax_rows":
+        r, c = (int(x) for x in shape.split("x"))
+        return r * c
+    raise ValueError(op)
+
+
+def mcu_table(root):
+    c = mcu_counts(root)
+    cases = [("attention", "16x16"), ("attention", "64x16"), ("attention", "32x32"), ("attention", "64x32"),
+             ("attention", "128x32"), ("attention", "64x64"), ("attention_causal", "16x16"),
+             ("attention_causal", "128x32"), ("matmul", "64x64x64"), ("mha_forward", "<64,64,4>x64"),
+             ("softmax_rows", "64x64")]
+    rows = []
+    for op, shape in cases:
+        label = {"attention": f"attention {shape.replace('x', '×')}",
+                 "attention_causal": f"attention causal {shape.replace('x', '×')}", "matmul": "matmul 64³",
+                 "mha_forward": "`MultiHeadAttention<64, 64, 4>`, 64 tokens",
+                 "softmax_rows": "`softmax_rows` 64×64, per element"}[op]
+        row = [label]
+        for target in ("cortex-m4", "cortex-m7", "cortex-m55"):
+            row.append(fmt(c[(target, op, shape)] / macs(op, shape)))
+            naive = c.get((target, op + "_naive_O2", shape))
+            row.append(fmt(naive / macs(op, shape)) if naive else "—")
+        rows.append(row)
+    head = ["instructions / MAC", "M4F", "M4F naive -O2", "M7", "M7 naive -O2", "M55 (Helium)", "M55 naive -O2"]
+    return table(head, rows), [MCU_BUDGETS]
+
+
+ARM = "bench/results/arm_insns.txt"
+
+
+def arm_counts(root):
+    """{(target, impl, op, shape): (instructions, per MAC)} from scripts/arm_bench.sh's output."""
+    out = {}
+    for section in re.split(r"^=== ", read(root, ARM), flags=re.M)[1:]:
+        target = section.split(":")[0]
+        for m in re.finditer(r"^(\w+)\s+(\d+x\d+x\d+)\s+\d+\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s", section, re.M):
+            out[(target, "microattn", m.group(1), m.group(2))] = (int(m.group(3)), float(m.group(4)))
+            out[(target, "eigen", m.group(1), m.group(2))] = (int(m.group(5)), float(m.group(6)))
+    if not out:
+        raise ValueError("no count rows")
+    return out
+
+
+def arm_row(c, op, shape):
+    row = []
+    for target in ("aarch64-linux-gnu", "arm-linux-gnueabihf"):
+        a, e = c[(target, "microattn", op, shape)], c[(target, "eigen", op, shape)]
+        row += [f"{thousands(a[0])} ({a[1]:.2f})", f"{thousands(e[0])} ({e[1]:.2f})", f"**{a[0] / e[0]:.2f}**"]
+    return row
+
+
+def arm_table(root):
+    c = arm_counts(root)
+    rows = []
+    for op, shape, label in (("attention", "64x64x64", "attention 64×64"),
+                             ("attention_causal", "64x64x64", "attention 64×64 causal"),
+                             ("attention", "128x128x64", "attention 128×64"),
+                             ("attention_causal", "128x128x64", "attention 128×64 causal"),
+                             ("attention", "256x256x64", "attention 256×64"),
+                             ("attention_causal", "256x256x64", "attention 256×64 causal"),
+                             ("matmul", "128x128x128", "matmul 128³"), ("decode", "1x1024x64", "decode 1×1024×64")):
+        rows.append([label] + arm_row(c, op, shape))
+    head = ["shape", "AArch64 microattn", "Eigen", "ratio", "ARMv7 microattn", "Eigen", "ratio"]
+    return table(head, rows), [ARM]
+
+
+def arm_decode_table(root):
+    c = arm_counts(root)
+    rows = []
+    for q in (1, 4, 8):
+        for n in (256, 1024, 4096):
+            shape = f"{q}x{n}x64"
+            d = arm_row(c, "decode", shape)
+            causal = [fmt(c[(t, "microattn", "decode_causal", shape)][0] / c[(t, "eigen", "decode_causal", shape)][0])
+                      for t in ("aarch64-linux-gnu", "arm-linux-gnueabihf")]
+            rows.append([f"{q} × {n}"] + d[:3] + [causal[0]] + d[3:] + [causal[1]])
+    head = ["n_q × n_kv", "AArch64 microattn", "Eigen", "ratio", "causal ratio", "ARMv7 microattn", "Eigen", "ratio",
+            "causal ratio"]
+    return table(head, rows), [ARM]
+
+
+TABLES = {
+    "footprint-summary": footprint_summary,
+    "footprint": footprint_table,
+    "stack-paths": footprint_stack_paths,
+    "stack-native": stack_native,
+    "accuracy": accuracy,
+    "peers-summary": peers_summary,
+    "peers": peers_full,
+    "linear": linear_table,
+    "decode-attention": decode_attention,
+    "decode-matmul": decode_matmul,
+    "decode-layer": decode_layer,
+    "kernels": kernels_table,
+    "attention": attention_table,
+    "attention-phases": attention_phases,
+    "layers": layers_table,
+    "mcu-insns": mcu_table,
+    "arm-insns": arm_table,
+    "arm-decode-insns": arm_decode_table,
+}
+
+
+def generate(root, name):
+    lines, sources = TABLES[name](root)
+    return lines + ["", "<sub>Generated by `scripts/doc_tables.py` from " +
+                    ", ".join(f"`{s}`" for s in sources) + ".</sub>"]
+
+
+def documents(root):
+    return [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+
+
+def process(root, path, write):
+    """Regenerated text of one document and the names of its tables that differed."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    out, differ, i = [], [], 0
+    rel = os.path.relpath(path, root)
+    while i < len(lines):
+        m = BEGIN.match(lines[i])
+        out.append(lines[i])
+        i += 1
+        if not m:
+            continue
+        name = m.group(1)
+        if name not in TABLES:
+            raise ValueError(f"{rel}:{i}: unknown table '{name}' (known: {', '.join(TABLES)})")
+        try:
+            end = lines.index(END, i)
+        except ValueError:
+            raise ValueError(f"{rel}:{i}: table '{name}' has no '{END}'") from None
+        want = generate(root, name)
+        if lines[i:end] != want:
+            differ.append(f"{rel}:{i}: table '{name}' differs from " + want[-1].split(" from ", 1)[1][:-7])
+        out += want
+        i = end
+    if write and differ:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(out))
+    return differ
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0] not in ("--write", "--check"):
+        sys.exit(__doc__)
+    root = args[1] if len(args) > 1 else ROOT
+    write = args[0] == "--write"
+    try:
+        differ = [d for p in documents(root) for d in process(root, p, write)]
+    except (ValueError, KeyError, OSError, AttributeError) as e:
+        print(f"doc_tables.py: {type(e).__name__}: {e}")
+        return 1
+    for d in differ:
+        print(("rewrote " if write else "") + d)
+    if differ and not write:
+        print(f"{len(differ)} table(s) disagree with their result files: run scripts/doc_tables.py --write")
+        return 1
+    print(f"doc_tables.py: every table {'written' if write else 'matches its result file'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
