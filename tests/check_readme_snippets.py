@@ -1,12 +1,16 @@
 #!/usr/bin/python3
-"""Compiles every ```cpp and ```c block of README.md, so the documentation cannot drift from the API.
+"""Compiles every ```cpp and ```c block of README.md and docs/*.md, so the documentation cannot drift from the API.
 Usage: check_readme_snippets.py README INCLUDE_DIR EXPORT_SCRIPT --cxx CXX... --c CC...
+(docs/*.md is found next to README.)
 Each block becomes one translation unit: its #include lines first, after a prelude (the umbrella header, and
 for C++ <iterator> and `namespace ma = microattn;`), then the block itself, at file scope when it defines a
 function, else as the body of a function. A block that includes "weights.h" gets one written by
 scripts/export_weights.py from a generated nn.MultiheadAttention(64, 4) state_dict (.npz, needs numpy).
 Compiled with -Wall -Wextra -Wpedantic -Werror (unused names allowed: snippets show, they do not use).
-Also checks that every `README "Section"` reference in the public headers and sources names a heading of README."""
+Also checks that every `README "Section"` or `docs/FILE.md "Section"` reference in the public headers, the sources
+and CMakeLists.txt names a heading of that document ("Section" may also be the start of a heading followed by
+" (")."""
+import glob
 import os
 import re
 import subprocess
@@ -67,21 +71,42 @@ def write_weights_header(tmp, export):
                     "--name", "model"], check=True, stdout=subprocess.DEVNULL)
 
 
+def headings(path):
+    """The Markdown headings of a document (lines starting with '#' outside fenced code blocks)."""
+    out, fenced = set(), False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                fenced = not fenced
+            elif not fenced and re.match(r"^#+\s", line):
+                out.add(re.sub(r"^#+\s*", "", line).strip())
+    return out
+
+
 def dangling_references(readme, include):
-    """`README "X"` references in the headers and sources whose X is no heading of the README."""
-    with open(readme, encoding="utf-8") as f:
-        headings = {re.sub(r"^#+\s*", "", l).strip() for l in f if l.startswith("#")}
-    root = os.path.dirname(os.path.abspath(include))
+    """`README "X"` and `docs/F.md "X"` references in the headers, sources and CMakeLists.txt whose X is no heading
+    of that document."""
+    root = os.path.dirname(os.path.abspath(readme))
+    known = {}
     bad = []
+    paths = [os.path.join(root, "CMakeLists.txt")]
     for top in (include, os.path.join(root, "src")):
         for dirpath, _, names in os.walk(top):
-            for name in names:
-                path = os.path.join(dirpath, name)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    for n, line in enumerate(f, 1):
-                        for ref in re.findall(r'README "([^"]+)"', line):
-                            if not any(h == ref or h.startswith(ref + " (") for h in headings):
-                                bad.append(f"{os.path.relpath(path, root)}:{n}: README \"{ref}\" is no section")
+            paths += [os.path.join(dirpath, name) for name in names]
+    for path in paths:
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                for doc, ref in re.findall(r'(README|docs/[\w-]+\.md) "([^"]+)"', line):
+                    target = readme if doc == "README" else os.path.join(root, doc)
+                    if target not in known:
+                        known[target] = headings(target) if os.path.isfile(target) else None
+                    where = f"{os.path.relpath(path, root)}:{n}: {doc} \"{ref}\""
+                    if known[target] is None:
+                        bad.append(f"{where}: there is no {doc}")
+                    elif not any(h == ref or h.startswith(ref + " (") for h in known[target]):
+                        bad.append(f"{where} is no section of {doc}")
     return bad
 
 
@@ -90,20 +115,22 @@ def main():
     args = sys.argv[4:]
     cxx = args[args.index("--cxx") + 1:args.index("--c")]
     cc = args[args.index("--c") + 1:]
-    found = blocks(readme)
+    docs = [readme] + sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(readme)), "docs", "*.md")))
+    found = [(doc, line, lang, text) for doc in docs for line, lang, text in blocks(doc)]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        if any('"weights.h"' in text for _, _, text in found):
+        if any('"weights.h"' in text for _, _, _, text in found):
             write_weights_header(tmp, export)
-        for line, lang, text in found:
-            src = os.path.join(tmp, f"readme_{line}.{lang}")
+        for doc, line, lang, text in found:
+            name = os.path.splitext(os.path.basename(doc))[0].replace("-", "_")
+            src = os.path.join(tmp, f"{name}_{line}.{lang}")
             with open(src, "w", encoding="utf-8") as f:
                 f.write(translation_unit(lang, text))
             compiler = cxx if lang == "cpp" else cc
             cmd = compiler + FLAGS[lang] + COMMON + ["-I", include, "-I", tmp, "-c", src, "-o", os.devnull]
             r = subprocess.run(cmd, capture_output=True, text=True)
             status = "ok" if r.returncode == 0 else "FAILED"
-            print(f"README.md:{line}: ```{lang} block: {status}")
+            print(f"{os.path.relpath(doc, os.path.dirname(os.path.abspath(readme)))}:{line}: ```{lang} block: {status}")
             if r.returncode != 0:
                 failures += 1
                 print(open(src, encoding="utf-8").read())
