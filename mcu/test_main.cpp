@@ -1,6 +1,6 @@
 // GoogleTest main for the Cortex-M targets. A test that cannot run on a board is excluded here, by name and
 // with its reason; every test program prints the exclusions that apply to its board before it runs, and
-// README "Cortex-M targets" lists them too. MICROATTN_MCU_BOARD is the cross file's mcu_board property.
+// docs/testing.md lists them too. MICROATTN_MCU_BOARD is the cross file's mcu_board property.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Instructions per call of microattn and Eigen 3.4 on the Linux ARM targets, counted under qemu-user
-(README "Cortex-A (NEON)").
+(docs/benchmarks.md "Cortex-A (NEON): instruction counts").
 
 Usage: scripts/arm_bench.sh [--check | --update] [TARGET ...]   (TARGET: aarch64-linux-gnu arm-linux-gnueabihf)
   (no option)  print the table

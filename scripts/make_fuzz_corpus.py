@@ -240,7 +240,7 @@ ATTENTION = {
     "alias-workspace-overlaps-k": attention(6, 9, 4, 5, ws_place=5, ws_delta=3, ws_over=K),
     "alias-workspace-overlaps-out": attention(6, 9, 4, 5, ws_place=5, ws_delta=-3, ws_over=OUT),
 }
-# A library bug the fuzzer found (see README "Fuzzing"): out overlaps v AND the workspace is too small; the
+# A library bug the fuzzer found (see docs/testing.md "Fuzzing"): out overlaps v AND the workspace is too small; the
 # documented order (null, shapes, workspace size, overlap) says workspace_too_small, the library says aliasing.
 ATTENTION["repro-check-order-out-overlaps-v-and-workspace-too-small"] = attention(1, 1, 1, 1, ws="zero", out_mode=1,
                                                                                    out_over=V)

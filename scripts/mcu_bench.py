@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Instructions per call and per MAC of microattn on Cortex-M4, M7 and M55, counted under QEMU (README "Cortex-M").
+"""Instructions per call and per MAC of microattn on Cortex-M4, M7 and M55, counted under QEMU (docs/cortex-m.md).
 
 Usage: scripts/mcu_bench.sh [--check | --update] [TARGET ...]     (TARGET: cortex-m4 cortex-m7 cortex-m55)
        scripts/mcu_bench.sh --profile TARGET CASE      instructions per function of case CASE alone

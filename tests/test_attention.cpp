@@ -273,7 +273,7 @@ TEST(Attention, DecodingOneQueryAgainstACache) {
 
 namespace {
 
-// The published bound for inputs in a stated range (README "Numerical contract"): with |q|, |k|, |v| <= 1,
+// The published bound for inputs in a stated range (docs/numerical-contract.md "attention"): with |q|, |k|, |v| <= 1,
 // no mask and the default scale, every score has |s| <= sqrt(d_k) and Σ_j p_ij·|v_jc| <= 1, so the
 // element-wise tolerance collapses to  |out − exact| <= 2·((d_k + 6)·sqrt(d_k) + n_kv + 15)·2⁻²⁴.
 // This measures the real error over a sweep and checks it against that bound, on every target.

@@ -1,4 +1,4 @@
-// The reproducibility contract (README "Numerical contract"): for the same values, results are bit-for-bit
+// The reproducibility contract (docs/numerical-contract.md): for the same values, results are bit-for-bit
 // identical across repeated calls, aligned and misaligned data, and strided and contiguous layouts.
 #include <gtest/gtest.h>
 

@@ -234,7 +234,7 @@ TEST_P(FewQueries, RepeatsAreBitIdentical) {
   }
 }
 
-// ---- non-finite values on the few-query path (README "Non-finite values") ----------------------------------------
+// ---- non-finite values on the few-query path (docs/numerical-contract.md "Non-finite values") -------------------
 
 TEST_P(FewQueries, NanInAValueRowReachesOnlyTheQueriesThatSeeIt) {
   // V row j holds NaN (or ±inf); queries that do not see j (causal, window or mask) stay finite and equal to the

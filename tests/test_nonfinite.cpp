@@ -1,4 +1,4 @@
-// Non-finite values stay contained (README "Non-finite values"): a NaN or ±inf in query row i reaches only
+// Non-finite values stay contained (docs/numerical-contract.md): a NaN or ±inf in query row i reaches only
 // output row i; in key/value row j only the rows that see j (causal, mask); fully hidden rows are zeros; huge
 // finite inputs do not overflow. Every kernel table of the build runs these.
 #include <gtest/gtest.h>

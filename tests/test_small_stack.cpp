@@ -2,7 +2,7 @@
 // glibc on AArch64 refuses less than its 128 KiB PTHREAD_STACK_MIN, which is then used)
 // and uses at most entry_point_stack_bytes of it. The thread's stack is painted before the call; the deepest
 // byte that changed, minus what an empty thread function changes (the thread's own start-up frames; glibc also
-// keeps its thread descriptor and TLS in that block), is the entry point's stack use, printed for the README.
+// keeps its thread descriptor and TLS in that block), is the entry point's stack use, printed for docs/testing.md.
 // Linux targets only (pthreads; the cross targets run it under qemu-user). Cortex-M: scripts/footprint.py.
 #include <gtest/gtest.h>
 #include <pthread.h>

@@ -33,7 +33,7 @@ inline Tolerance softmax_tolerance(std::size_t n, double spread) {
   return {(8.0 + spread + static_cast<double>(n)) * unit_roundoff, 1e-37};
 }
 
-// Attention: tolerance of one output row, from how the float algorithm rounds (README "Accuracy"):
+// Attention: tolerance of one output row, from how the float algorithm rounds (docs/numerical-contract.md "attention"):
 //  - each score carries (d_k + 6)·u·score_abs of rounding (dot product, pre-scaling of q, mask add, the
 //    subtraction of the running max), which becomes that much relative error in its probability, plus
 //    3 u of exp2;

@@ -8,7 +8,7 @@
 // (tests/reference.cpp); then it runs again between arm_bench_mark_begin() and arm_bench_mark_end(), two empty
 // out-of-line functions whose addresses the QEMU plugin tools/qemu_insn_count.c is given, and must give the same bits.
 // scripts/arm_bench.sh builds this program, runs it under qemu-aarch64 / qemu-arm with the plugin and prints the table
-// (README "Cortex-A").
+// (docs/benchmarks.md "Cortex-A (NEON): instruction counts").
 //
 // Output, one line per measured pair k (k = 0 is an empty pair: the markers' own cost, which the script
 // subtracts):  "case k | impl | op | shape | MACs | ok"  ("| WRONG RESULT" instead of "| ok" on a mismatch,

@@ -62,8 +62,8 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 //    ±FLT_MAX, |q·scale| or scores beyond FLT_MAX/log2 e, Σ p·v beyond FLT_MAX, a subnormal scale), the row is
 //    recomputed exactly with power-of-two rescaling. Scores (natural units) and score + mask saturate at
 //    ±FLT_MAX. The ordinary path pays one pass over v (as for the finiteness check) and a test of each row sum.
-// Accuracy: see README "Numerical contract" (scores are float dot products of length d_k; probabilities use a
-// degree-6 exp2 within 1.5 ULP; the weighted sum of v accumulates n_kv terms in float).
+// Accuracy: see docs/numerical-contract.md "attention" (scores are float dot products of length d_k;
+// probabilities use a degree-6 exp2 within 1.5 ULP; the weighted sum of v accumulates n_kv terms in float).
 //
 // Errors, checked in this order (nothing is written to out or the workspace):
 //   null_pointer         q, k, v, out or workspace data is null

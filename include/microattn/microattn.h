@@ -285,7 +285,8 @@ typedef struct {
  * INVALID_SHAPE (a format outside the enum, zero or mismatched sizes, Q8 group 0 or not dividing rows·cols),
  * ALIASING (y overlaps x, the weights, the scales or the bias). Accuracy: F32 and F16 within matmul's bound (F16
  * converted exactly); Q8 quantizes x per group as llama2.c's runq.c (absmax / 127, round half away from zero), see
- * microattn/weights.hpp and README "Numerical contract". Stack: under 1 KiB on Cortex-M, within 16 KiB otherwise. */
+ * microattn/weights.hpp and docs/numerical-contract.md "Low-precision weights". Stack: under 1 KiB on Cortex-M,
+ * within 16 KiB otherwise. */
 microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
                                   microattn_view y);
 

@@ -15,7 +15,8 @@ namespace microattn {
 // Accuracy: each output y_j is within (8 + spread + n)·2⁻²⁴ relative of the exact softmax of the float inputs
 // (spread = max_j |x_j − max|, from the rounding of x_j − max; n, the row length, from the float row sum; plus
 // the exp's 1.5 ULP) when y_j is a normal float; subnormal outputs (below 2⁻¹²⁶) are within one subnormal
-// step, 2⁻¹⁴⁹, as exp_elements (2⁻¹²⁶ on ARMv7 NEON and Helium, which flush them). See README "Numerical contract".
+// step, 2⁻¹⁴⁹, as exp_elements (2⁻¹²⁶ on ARMv7 NEON and Helium, which flush them).
+// See docs/numerical-contract.md "softmax_rows".
 //
 // Errors, in this order (x untouched): null_pointer if x.data is null; misaligned if it is not 4-byte
 // aligned; invalid_shape if a dimension is 0, stride < cols or the extent overflows.

@@ -70,8 +70,8 @@ constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
 //                  ptrdiff_t bytes; q8 with group 0 or group not dividing rows·cols
 //   aliasing       y shares a byte with x, the weight data, the scales or the bias
 //
-// Accuracy (README "Numerical contract"; u = 2⁻²⁴, k = w.cols, Σ|x·w| = Σ_c |x_c·w_rc| + |bias_r| over the weights
-// as stored, dequantized exactly):
+// Accuracy (docs/numerical-contract.md "Low-precision weights"; u = 2⁻²⁴, k = w.cols,
+// Σ|x·w| = Σ_c |x_c·w_rc| + |bias_r| over the weights as stored, dequantized exactly):
 //   f32, f16  |y − exact| <= 2·(k + 3)·u·Σ|x·w|: matmul's bound with the bias as one more term. f16 values are
 //             converted exactly (subnormals, ±0, ±inf, NaN included).
 //   q8        where the groups tile every row alike (group divides cols, or cols divides group), x is quantized per

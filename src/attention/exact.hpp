@@ -14,8 +14,9 @@ namespace {
 // overflow where the true result is finite (q·scale·log2 e, the score in log2 units, mask·log2 e, the
 // un-normalised Σ p·v) or lose its precision (a subnormal scale·log2 e). Such rows are recomputed here, one
 // at a time, in float again but with power-of-two rescaling so that no intermediate overflows or underflows.
-// The same routine decides every row that involves a non-finite value, so the rules of README "Non-finite
-// values" have one implementation. Only rows the fused loop flags come here: finite inputs never pay.
+// The same routine decides every row that involves a non-finite value, so the rules of
+// docs/numerical-contract.md "Non-finite values" have one implementation. Only rows the fused loop flags come
+// here: finite inputs never pay.
 
 // floor(log2 |x|) for a normal x, −126 for subnormals and zero (finite x).
 inline int exponent_of(float x) noexcept {
@@ -84,7 +85,7 @@ float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std
   return times_pow2(dot * sc.mantissa, q_exp + k_exp + sc.exponent);
 }
 
-// Row i of attention, exactly as README "Numerical contract" and "Non-finite values" define it:
+// Row i of attention, exactly as docs/numerical-contract.md "Finite extremes" and "Non-finite values" define it:
 //  - key j is hidden when the causal rule or the window hides it (j outside `keys`) or its mask entry is −inf;
 //    hidden keys are never read;
 //  - t_j = score_j + mask_ij (saturated at ±FLT_MAX when both are finite); any NaN or +inf t_j: the row is NaN;

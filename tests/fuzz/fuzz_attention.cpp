@@ -57,7 +57,7 @@ Mat workspace_used(const Call& c) {
 }
 
 // The documented order: null pointers, then shapes, then the workspace size, then overlap. (The library checks the
-// output's overlaps before the workspace size: see README "Fuzzing" and the corpus's repro-check-order-* input.)
+// output's overlaps before the workspace size: see CHANGELOG.md and the corpus's repro-check-order-* input.)
 S expected_status(const Call& c) {
   if (c.ws_null || c.q.null || c.k.null || c.v.null || c.out.null) return S::null_pointer;
   if (!shape_ok(c.q) || !shape_ok(c.k) || !shape_ok(c.v) || !shape_ok(c.out)) return S::invalid_shape;

@@ -332,8 +332,8 @@ void rows_dot_1xn_chunk_avx512(const float* q, std::size_t d, const float* k, st
 // misalignment), with a software prefetch 256 bytes ahead in every stream (it runs on into the key's next row).
 // The elements before the first aligned vector and after the last whole one are one vector each, the products
 // outside them selected away. Four streams measured faster than eight (rows 4 KiB apart share L1 sets) and than
-// one (README "Decoding: few queries, small-m matmul"). The S keys of a group share their alignment only when ldk
-// is a whole number of vectors; otherwise one at a time.
+// one (docs/benchmarks.md "Decoding: few queries, small-m matmul"). The S keys of a group share their alignment
+// only when ldk is a whole number of vectors; otherwise one at a time.
 template <std::size_t U, std::size_t S>
 inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* q, std::size_t d, const float* k,
                                                                    std::size_t ldk, vfloat index,
