@@ -286,7 +286,7 @@ def decode_layer(root):
     for n in (64, 256, 1024):
         rows.append([n, us(t[f"BM_decode_append/{n}/0_median"][1]), us(t[f"BM_decode_append/{n}/1_median"][1]),
                      us(proj), us(t[f"BM_decode_attention/{n}_median"][1])])
-    head = ["cached rows", "`append`, one token, µs", "with rope", "of which the 4 projections (`matmul`)",
+    head = ["cached rows", "`append`, one token, µs", "with rope", "the 4 one-row projections alone (`matmul`)",
             "8 separate `attention()` calls, one per head"]
     return table(head, rows), [DECODE_LAYER]
 
