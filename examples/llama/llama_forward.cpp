@@ -3,8 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
+#include <microattn/matmul.hpp>
+#include <microattn/softmax.hpp>
 #include <microattn/weights.hpp>
 
 namespace llama {
@@ -13,13 +16,17 @@ namespace ma = microattn;
 
 namespace {
 
-// y (rows floats) = w·x (cols floats). The shapes are the loader's, so an error is a bug here: report and stop.
-void project(const ma::WeightMatrix& w, const float* x, float* y) {
-  const ma::Status st = ma::linear(ma::make_view(x, 1, w.cols), w, nullptr, ma::make_view(y, 1, w.rows));
+// The shapes are the loader's, so an error from the library is a bug here: report and stop.
+void check(ma::Status st, const char* what) {
   if (st != ma::Status::ok) {
-    std::fprintf(stderr, "llama_run: linear (%zu x %zu) failed: %s\n", w.rows, w.cols, ma::to_string(st));
+    std::fprintf(stderr, "llama_run: %s failed: %s\n", what, ma::to_string(st));
     std::abort();
   }
+}
+
+// y (rows floats) = w·x (cols floats).
+void project(const ma::WeightMatrix& w, const float* x, float* y) {
+  check(ma::linear(ma::make_view(x, 1, w.cols), w, nullptr, ma::make_view(y, 1, w.rows)), "linear");
 }
 
 // As llama2.c: pairs (2i, 2i+1) of every head turn by pos · 10000^(-2i / head_dim).
@@ -68,7 +75,9 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
     s.hb.assign(hidden, 0.0f);
     s.hb2.assign(hidden, 0.0f);
     s.q.assign(dim, 0.0f);
-    s.att.assign(capacity, 0.0f);
+    s.k.assign(kv, 0.0f);
+    s.v.assign(kv, 0.0f);
+    s.att.assign(static_cast<std::size_t>(p.n_heads / p.n_kv_heads) * capacity, 0.0f);
     s.logits.assign(static_cast<std::size_t>(p.vocab_size), 0.0f);
     s.key_cache.assign(cache, 0.0f);
     s.value_cache.assign(cache, 0.0f);
@@ -83,44 +92,34 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
 void decoder_layer_forward_reference(const Config& p, const LayerWeights& w, std::size_t pos, float* key_cache,
                                      float* value_cache, RunState& s) {
   const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
-                    kv_dim = static_cast<std::size_t>(p.kv_dim()), hidden = static_cast<std::size_t>(p.hidden_dim),
-                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads);
+                    kv_heads = static_cast<std::size_t>(p.n_kv_heads), hidden = static_cast<std::size_t>(p.hidden_dim),
+                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = s.capacity, n = pos + 1;
   float* x = s.x.data();
-  float* k_row = key_cache + pos * kv_dim;
-  float* v_row = value_cache + pos * kv_dim;
 
   rms_norm(s.xb.data(), x, w.attention_norm, dim);
   project(w.wq, s.xb.data(), s.q.data());
-  project(w.wk, s.xb.data(), k_row);
-  project(w.wv, s.xb.data(), v_row);
+  project(w.wk, s.xb.data(), s.k.data());
+  project(w.wv, s.xb.data(), s.v.data());
   rotate(s.q.data(), dim, hd, s);
-  rotate(k_row, kv_dim, hd, s);
+  rotate(s.k.data(), hd * kv_heads, hd, s);
 
-  const float scale = std::sqrt(static_cast<float>(hd));
-  for (std::size_t h = 0; h < static_cast<std::size_t>(p.n_heads); ++h) {
-    const float* q = s.q.data() + h * hd;
-    const std::size_t kv_off = (h / group) * hd;
-    float* att = s.att.data();
-    for (std::size_t t = 0; t <= pos; ++t) {
-      const float* k = key_cache + t * kv_dim + kv_off;
-      float score = 0.0f;
-      for (std::size_t i = 0; i < hd; ++i) score += q[i] * k[i];
-      att[t] = score / scale;
-    }
-    float max_value = att[0];
-    for (std::size_t t = 1; t <= pos; ++t) max_value = att[t] > max_value ? att[t] : max_value;
-    float sum = 0.0f;
-    for (std::size_t t = 0; t <= pos; ++t) {
-      att[t] = std::exp(att[t] - max_value);
-      sum += att[t];
-    }
-    float* out = s.xb.data() + h * hd;
-    for (std::size_t i = 0; i < hd; ++i) out[i] = 0.0f;
-    for (std::size_t t = 0; t <= pos; ++t) {
-      const float a = att[t] / sum;
-      const float* v = value_cache + t * kv_dim + kv_off;
-      for (std::size_t i = 0; i < hd; ++i) out[i] += a * v[i];
-    }
+  // The cache is head-major (kv head × position × head_dim), so each KV head's keys and values are dense matrices
+  // and the `group` query heads that share them are one matrix product each.
+  for (std::size_t g = 0; g < kv_heads; ++g) {
+    float* kc = key_cache + g * cap * hd;
+    float* vc = value_cache + g * cap * hd;
+    std::memcpy(kc + pos * hd, s.k.data() + g * hd, hd * sizeof(float));
+    std::memcpy(vc + pos * hd, s.v.data() + g * hd, hd * sizeof(float));
+    const ma::MatrixView<float> scores{s.att.data(), group, n, n};
+    check(ma::matmul(ma::MatrixView<const float>{s.q.data() + g * group * hd, group, hd, hd},
+                     ma::MatrixView<const float>{kc, n, hd, hd}, scores, /*transpose_b=*/true),
+          "scores");
+    const float scale = std::sqrt(static_cast<float>(hd));
+    for (std::size_t i = 0; i < group * n; ++i) s.att[i] /= scale;
+    check(ma::softmax_rows(scores), "softmax");
+    check(ma::matmul(scores, ma::MatrixView<const float>{vc, n, hd, hd},
+                     ma::MatrixView<float>{s.xb.data() + g * group * hd, group, hd, hd}),
+          "weighted values");
   }
   project(w.wo, s.xb.data(), s.xb2.data());
   for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];

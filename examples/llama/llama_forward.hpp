@@ -13,16 +13,16 @@ namespace llama {
 // Activations and the K/V cache of one sequence of at most `capacity` tokens.
 struct RunState {
   std::size_t capacity = 0;
-  std::vector<float> x, xb, xb2, hb, hb2, q, att, logits;
-  std::vector<float> key_cache, value_cache;  // layer × capacity × kv_dim
+  std::vector<float> x, xb, xb2, hb, hb2, q, k, v, att, logits;
+  std::vector<float> key_cache, value_cache;  // layer × kv head × capacity × head_dim
   std::vector<float> rope_cos, rope_sin;      // head_dim / 2 angles of the current position
 };
 
 // Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len). False if memory runs out.
 bool init_state(const Model& m, std::size_t capacity, RunState& s);
 
-// One decoder layer at position pos over x (dim floats, updated in place), with its K/V cache rows
-// (capacity × kv_dim each): x += wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then
+// One decoder layer at position pos over x (dim floats, updated in place), with its K/V cache (kv head ×
+// capacity × head_dim each): x += wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then
 // x += w2·(silu(w1·n) ⊙ w3·n), n = rms_norm(x). Temporary: the library's DecoderLayer takes its place.
 void decoder_layer_forward_reference(const Config& p, const LayerWeights& w, std::size_t pos, float* key_cache,
                                      float* value_cache, RunState& s);

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -166,16 +167,37 @@ int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;
   clock::time_point start{};
   bool started = false;
+  // LLAMA_RUN_TIES=1: report each sampled position whose two best logits lie within 1e-4 relative (where the
+  // summation order of another implementation may pick the other token), with the text's length so far.
+  const bool report_ties = std::getenv("LLAMA_RUN_TIES") != nullptr;
+  std::size_t printed = 0;
   int token = prompt_tokens[0];
   int pos = 0;
   const int n_prompt = static_cast<int>(prompt_tokens.size());
   while (pos < steps) {
     float* logits = const_cast<float*>(llama::forward(model, state, token, static_cast<std::size_t>(pos)));
+    if (report_ties && pos >= n_prompt - 1) {
+      float best = logits[0], second = -INFINITY;
+      for (int i = 1; i < p.vocab_size; ++i) {
+        if (logits[i] > best) {
+          second = best;
+          best = logits[i];
+        } else if (logits[i] > second) {
+          second = logits[i];
+        }
+      }
+      if (best - second <= 1e-4f * std::fabs(best))
+        std::fprintf(stderr, "near-tie at position %d after %zu bytes: %g %g\n", pos, printed,
+                     static_cast<double>(best), static_cast<double>(second));
+    }
     const int next = pos < n_prompt - 1 ? prompt_tokens[static_cast<std::size_t>(pos) + 1] : sampler.sample(logits);
     ++pos;
     if (next == llama::Tokenizer::bos) break;
     const std::string piece = tokenizer.decode(token, next);
-    if (llama::Tokenizer::printable(piece)) std::fwrite(piece.data(), 1, piece.size(), stdout);
+    if (llama::Tokenizer::printable(piece)) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      printed += piece.size();
+    }
     std::fflush(stdout);
     token = next;
     if (!started) {
