@@ -557,15 +557,27 @@ TEST(LlamaSampler, RulesAndDeterminism) {
     std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
     EXPECT_EQ(nucleus.sample(l.data()), 0);
   }
+  // Top-p 0.8: the nucleus ends at the first token whose cumulative probability exceeds 0.8, the second here
+  // (0.64 + 0.24), and is sampled in proportion: 0.64 / 0.88 and 0.24 / 0.88.
+  const double z = std::exp(2.0) + std::exp(1.0) + 1 + std::exp(-1.0);
+  llama::Sampler nucleus2(4, 1.0f, 0.8f, 5);
+  int top[4] = {};
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
+    ++top[nucleus2.sample(l.data())];
+  }
+  const double p0 = std::exp(2.0) / z, p1 = std::exp(1.0) / z;
+  EXPECT_NEAR(top[0] / static_cast<double>(n), p0 / (p0 + p1), 0.02);
+  EXPECT_NEAR(top[1] / static_cast<double>(n), p1 / (p0 + p1), 0.02);
+  EXPECT_EQ(top[2] + top[3], 0);
   // Plain sampling (topp 1): frequencies follow the softmax.
   llama::Sampler plain(4, 1.0f, 1.0f, 11);
   int counts[4] = {};
-  const int n = 20000;
   for (int i = 0; i < n; ++i) {
     std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
     ++counts[plain.sample(l.data())];
   }
-  const double z = std::exp(2.0) + std::exp(1.0) + 1 + std::exp(-1.0);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(counts[i] / static_cast<double>(n), std::exp(2.0 - i) / z, 0.02) << i;
 }
 
