@@ -30,7 +30,11 @@ LoadResult Tokenizer::load(const unsigned char* data, std::size_t size, int voca
   scores_.clear();
   sorted_.clear();
   char msg[200];
-  if (vocab_size <= 0) return failure(LoadStatus::bad_header, "tokenizer: vocabulary size must be positive");
+  // run.c's fixed ids BOS 1 and EOS 2 must exist.
+  if (vocab_size < 3) {
+    std::snprintf(msg, sizeof msg, "tokenizer: a vocabulary of %d tokens has no BOS (1) and EOS (2)", vocab_size);
+    return failure(LoadStatus::bad_header, msg);
+  }
   if (data == nullptr || size < 4) return failure(LoadStatus::truncated, "tokenizer: file shorter than its 4-byte header");
   std::int32_t max_len;
   std::memcpy(&max_len, data, 4);

@@ -509,6 +509,7 @@ TEST(LlamaTokenizer, RefusesBadFiles) {
   EXPECT_EQ(status(file, 299), S::size_mismatch);
   EXPECT_EQ(status(file, 301), S::truncated);
   EXPECT_EQ(status(file, 0), S::bad_header);
+  EXPECT_EQ(status(file, 2), S::bad_header);  // no EOS
   EXPECT_EQ(status(file, INT_MAX), S::truncated);
   for (std::int32_t max_len : {0, -1, INT_MIN}) {
     auto bad = file;
