@@ -33,7 +33,7 @@ for name in ['s260k', 's260k-g4', 'small', 'tiny']:
                 continue
         for args in cases:
             p = subprocess.run([run, ckpt, '-z', tok] + args, capture_output=True, timeout=120,
-                               env=dict(os.environ, LLAMA_RUN_TIES='1'))
+                               env=dict(os.environ, LLAMA_RUN_TIES='1e-4'))
             ours = p.stdout
             ties = [int(line.split()[5]) for line in p.stderr.decode().splitlines() if line.startswith('near-tie')]
             theirs = subprocess.run([os.path.join(peers, peer), ckpt, '-z', tok] + args, capture_output=True,

@@ -167,9 +167,11 @@ int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;
   clock::time_point start{};
   bool started = false;
-  // LLAMA_RUN_TIES=1: report each sampled position whose two best logits lie within 1e-4 relative (where the
-  // summation order of another implementation may pick the other token), with the text's length so far.
-  const bool report_ties = std::getenv("LLAMA_RUN_TIES") != nullptr;
+  // LLAMA_RUN_TIES=REL (e.g. 1e-4): report each sampled position whose two best logits lie within REL relative
+  // (where the summation order of another implementation may pick the other token), with the text's length so far.
+  const char* ties_env = std::getenv("LLAMA_RUN_TIES");
+  const float tie_rel = ties_env != nullptr ? std::strtof(ties_env, nullptr) : 0.0f;
+  const bool report_ties = tie_rel > 0.0f;
   std::size_t printed = 0;
   int token = prompt_tokens[0];
   int pos = 0;
@@ -186,7 +188,7 @@ int main(int argc, char** argv) {
           second = logits[i];
         }
       }
-      if (best - second <= 1e-4f * std::fabs(best))
+      if (best - second <= tie_rel * std::fabs(best))
         std::fprintf(stderr, "near-tie at position %d after %zu bytes: %g %g\n", pos, printed,
                      static_cast<double>(best), static_cast<double>(second));
     }
