@@ -30,7 +30,7 @@ struct Bytes {
   void assign(const std::vector<unsigned char>& b) {
     size = b.size();
     words.assign(size / 4 + 1, 0);
-    std::memcpy(data(), b.data(), size);
+    if (size != 0) std::memcpy(data(), b.data(), size);
   }
   std::vector<unsigned char> vec() const { return std::vector<unsigned char>(data(), data() + size); }
 };
