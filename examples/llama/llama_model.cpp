@@ -11,13 +11,20 @@ namespace ma = microattn;
 
 const char* to_string(LoadStatus s) noexcept {
   switch (s) {
-    case LoadStatus::ok: return "ok";
-    case LoadStatus::truncated: return "truncated";
-    case LoadStatus::bad_magic: return "bad_magic";
-    case LoadStatus::bad_header: return "bad_header";
-    case LoadStatus::bad_group: return "bad_group";
-    case LoadStatus::too_big: return "too_big";
-    case LoadStatus::size_mismatch: return "size_mismatch";
+    case LoadStatus::ok:
+      return "ok";
+    case LoadStatus::truncated:
+      return "truncated";
+    case LoadStatus::bad_magic:
+      return "bad_magic";
+    case LoadStatus::bad_header:
+      return "bad_header";
+    case LoadStatus::bad_group:
+      return "bad_group";
+    case LoadStatus::too_big:
+      return "too_big";
+    case LoadStatus::size_mismatch:
+      return "size_mismatch";
   }
   return "unknown";
 }
@@ -76,8 +83,8 @@ LoadResult check_config(const Config& p) {
   const struct {
     const char* name;
     int value;
-  } fields[] = {{"dim", p.dim},           {"hidden_dim", p.hidden_dim}, {"n_layers", p.n_layers},
-                {"n_heads", p.n_heads},   {"n_kv_heads", p.n_kv_heads}, {"vocab_size", p.vocab_size},
+  } fields[] = {{"dim", p.dim},         {"hidden_dim", p.hidden_dim}, {"n_layers", p.n_layers},
+                {"n_heads", p.n_heads}, {"n_kv_heads", p.n_kv_heads}, {"vocab_size", p.vocab_size},
                 {"seq_len", p.seq_len}};
   for (const auto& f : fields)
     if (f.value <= 0) return fail(LoadStatus::bad_header, "header field %s is %d, must be positive", f.name, f.value);
@@ -147,21 +154,23 @@ LoadResult load_checkpoint(const unsigned char* data, std::size_t size, Model& m
   if (!r.ok()) return r;
 
   const std::uint64_t dim = static_cast<std::uint64_t>(p.dim), hidden = static_cast<std::uint64_t>(p.hidden_dim),
-                      layers = static_cast<std::uint64_t>(p.n_layers), vocab_n = static_cast<std::uint64_t>(p.vocab_size),
-                      kv_dim = static_cast<std::uint64_t>(p.kv_dim()), head_dim = static_cast<std::uint64_t>(p.head_dim()),
-                      seq = static_cast<std::uint64_t>(p.seq_len);
+                      layers = static_cast<std::uint64_t>(p.n_layers),
+                      vocab_n = static_cast<std::uint64_t>(p.vocab_size),
+                      kv_dim = static_cast<std::uint64_t>(p.kv_dim()),
+                      head_dim = static_cast<std::uint64_t>(p.head_dim()), seq = static_cast<std::uint64_t>(p.seq_len);
   Checked c;
   const std::uint64_t n_embedding = c.mul(vocab_n, dim), n_wq = c.mul(dim, dim), n_wkv = c.mul(kv_dim, dim),
                       n_ffn = c.mul(hidden, dim);
   if (p.version == 2) {
-    if (p.group_size <= 0)
-      return fail(LoadStatus::bad_group, "group_size is %d, must be positive", p.group_size);
+    if (p.group_size <= 0) return fail(LoadStatus::bad_group, "group_size is %d, must be positive", p.group_size);
     const std::uint64_t g = static_cast<std::uint64_t>(p.group_size);
     const struct {
       const char* name;
       std::uint64_t n;
-    } tensors[] = {{"embedding (vocab_size x dim)", n_embedding}, {"wq/wo (dim x dim)", n_wq},
-                   {"wk/wv (kv_dim x dim)", n_wkv}, {"w1/w2/w3 (hidden_dim x dim)", n_ffn}};
+    } tensors[] = {{"embedding (vocab_size x dim)", n_embedding},
+                   {"wq/wo (dim x dim)", n_wq},
+                   {"wk/wv (kv_dim x dim)", n_wkv},
+                   {"w1/w2/w3 (hidden_dim x dim)", n_ffn}};
     for (const auto& t : tensors)
       if (!c.overflow && t.n % g != 0)
         return fail(LoadStatus::bad_group, "group_size %d does not divide the %llu values of %s", p.group_size,

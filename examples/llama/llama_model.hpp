@@ -19,12 +19,12 @@ namespace llama {
 
 enum class LoadStatus {
   ok = 0,
-  truncated,          // the file ends before its header or before the tensors its shapes need
-  bad_magic,          // a versioned header whose version is not 2
-  bad_header,         // a header field out of range or inconsistent with another
-  bad_group,          // group_size not positive or not dividing a quantized tensor
-  too_big,            // a size that overflows 64-bit arithmetic
-  size_mismatch,      // the file is longer than its shapes need
+  truncated,      // the file ends before its header or before the tensors its shapes need
+  bad_magic,      // a versioned header whose version is not 2
+  bad_header,     // a header field out of range or inconsistent with another
+  bad_group,      // group_size not positive or not dividing a quantized tensor
+  too_big,        // a size that overflows 64-bit arithmetic
+  size_mismatch,  // the file is longer than its shapes need
 };
 
 const char* to_string(LoadStatus s) noexcept;
@@ -38,9 +38,9 @@ struct LoadResult {
 
 struct Config {
   int dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
-  int version = 0;         // 0 or 2
+  int version = 0;  // 0 or 2
   bool shared_classifier = false;
-  int group_size = 0;      // version 2
+  int group_size = 0;  // version 2
   int head_dim() const noexcept { return dim / n_heads; }
   int kv_dim() const noexcept { return head_dim() * n_kv_heads; }
 };

@@ -10,8 +10,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,13 +106,26 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc || argv[i][0] != '-' || std::strlen(argv[i]) != 2) usage();
     const char* value = argv[i + 1];
     switch (argv[i][1]) {
-      case 't': if (!parse_float(value, temperature)) usage(); break;
-      case 'p': if (!parse_float(value, topp)) usage(); break;
-      case 's': if (!parse_int(value, seed)) usage(); break;
-      case 'n': if (!parse_int(value, steps)) usage(); break;
-      case 'i': prompt = value; break;
-      case 'z': tokenizer_path = value; break;
-      default: usage();
+      case 't':
+        if (!parse_float(value, temperature)) usage();
+        break;
+      case 'p':
+        if (!parse_float(value, topp)) usage();
+        break;
+      case 's':
+        if (!parse_int(value, seed)) usage();
+        break;
+      case 'n':
+        if (!parse_int(value, steps)) usage();
+        break;
+      case 'i':
+        prompt = value;
+        break;
+      case 'z':
+        tokenizer_path = value;
+        break;
+      default:
+        usage();
     }
   }
   // run.c's overrides. Its seed is an int converted to unsigned long long; 0 means the time.

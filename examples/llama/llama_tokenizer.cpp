@@ -35,7 +35,8 @@ LoadResult Tokenizer::load(const unsigned char* data, std::size_t size, int voca
     std::snprintf(msg, sizeof msg, "tokenizer: a vocabulary of %d tokens has no BOS (1) and EOS (2)", vocab_size);
     return failure(LoadStatus::bad_header, msg);
   }
-  if (data == nullptr || size < 4) return failure(LoadStatus::truncated, "tokenizer: file shorter than its 4-byte header");
+  if (data == nullptr || size < 4)
+    return failure(LoadStatus::truncated, "tokenizer: file shorter than its 4-byte header");
   std::int32_t max_len;
   std::memcpy(&max_len, data, 4);
   if (max_len <= 0) {

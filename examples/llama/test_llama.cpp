@@ -284,17 +284,24 @@ TEST(LlamaLoader, RefusesEveryBadHeaderField) {
       std::int32_t value;
       S expected;
     } cases[] = {
-        {0, 0, S::bad_header},       {0, -64, S::bad_header},      {0, 60, S::bad_header},  // 60 % 8 != 0
-        {0, 80, S::truncated},       {0, INT_MAX, S::bad_header},  {0, 128, S::truncated},
-        {1, 0, S::bad_header},       {1, -1, S::bad_header},       {1, 173, S::truncated},
-        {1, INT_MAX, S::truncated},  {2, 0, S::bad_header},        {2, -5, S::bad_header},
-        {2, 4, S::size_mismatch},    {2, 6, S::truncated},         {2, INT_MAX, S::truncated},
-        {3, 0, S::bad_header},       {3, -8, S::bad_header},       {3, 3, S::bad_header},   // 64 % 3
-        {3, 64, S::bad_header},      {3, 12, S::bad_header},       {3, 16, S::size_mismatch},  // head dim 1; 12∤64; head dim 4
-        {4, 0, S::bad_header},       {4, -4, S::bad_header},       {4, 3, S::bad_header},   // 8 % 3
-        {4, 16, S::bad_header},      {4, 8, S::truncated},         {4, 2, S::size_mismatch},
-        {6, 0, S::bad_header},       {6, -1, S::bad_header},
-        {5, v[1] == '2' ? 0 : 0, S::bad_header}, {5, 511, S::size_mismatch}, {5, 513, S::truncated},
+        {0, 0, S::bad_header},      {0, -64, S::bad_header},
+        {0, 60, S::bad_header},  // 60 % 8 != 0
+        {0, 80, S::truncated},      {0, INT_MAX, S::bad_header},
+        {0, 128, S::truncated},     {1, 0, S::bad_header},
+        {1, -1, S::bad_header},     {1, 173, S::truncated},
+        {1, INT_MAX, S::truncated}, {2, 0, S::bad_header},
+        {2, -5, S::bad_header},     {2, 4, S::size_mismatch},
+        {2, 6, S::truncated},       {2, INT_MAX, S::truncated},
+        {3, 0, S::bad_header},      {3, -8, S::bad_header},
+        {3, 3, S::bad_header},  // 64 % 3
+        {3, 64, S::bad_header},     {3, 12, S::bad_header},
+        {3, 16, S::size_mismatch},  // head dim 1; 12∤64; head dim 4
+        {4, 0, S::bad_header},      {4, -4, S::bad_header},
+        {4, 3, S::bad_header},  // 8 % 3
+        {4, 16, S::bad_header},     {4, 8, S::truncated},
+        {4, 2, S::size_mismatch},   {6, 0, S::bad_header},
+        {6, -1, S::bad_header},     {5, v[1] == '2' ? 0 : 0, S::bad_header},
+        {5, 511, S::size_mismatch}, {5, 513, S::truncated},
     };
     for (const auto& c : cases) {
       auto bad = file;
@@ -432,7 +439,10 @@ TEST(LlamaTokenizer, EncodeFollowsRunC) {
   ASSERT_TRUE(t.encode("é\xe2\x80\x94", false, true, ids, err));
   EXPECT_EQ(ids, (std::vector<int>{259, 265, 0xe2 + 3, 0x80 + 3, 0x94 + 3, 2}));
   // A stray continuation byte is a code point of its own.
-  ASSERT_TRUE(t.encode("\x80" "a", false, false, ids, err));
+  ASSERT_TRUE(
+      t.encode("\x80"
+               "a",
+               false, false, ids, err));
   EXPECT_EQ(ids, (std::vector<int>{259, 0x80 + 3, 260}));
 
   // With "ab" scoring best, that pair merges first.
@@ -459,7 +469,7 @@ TEST(LlamaTokenizer, EncodeFollowsRunC) {
 TEST(LlamaTokenizer, DecodeFollowsRunC) {
   const auto vocab = vocabulary({{" ", -1}, {" ab", -2}, {"<0x4", -3}, {"<0x>", -4}});
   const llama::Tokenizer t = make_tokenizer(vocab);
-  EXPECT_EQ(t.decode(1, 260), "ab");   // leading space dropped after BOS
+  EXPECT_EQ(t.decode(1, 260), "ab");  // leading space dropped after BOS
   EXPECT_EQ(t.decode(5, 260), " ab");
   EXPECT_EQ(t.decode(5, 0x41 + 3), "A");  // <0x41>
   EXPECT_EQ(t.decode(5, 3), "");          // <0x00>: nothing printed
