@@ -2,12 +2,14 @@
 """Random-weight llama2.c checkpoints and a synthetic tokenizer, deterministic by seed.
 
 Writes run.c's version 0 (fp32) and runq.c's version 2 (q8: per group of --group values, scale = absmax / 127,
-values rounded as export.py's torch.round does, half to even) checkpoints of one shape, and a tokenizer.bin of --vocab tokens: <unk>, BOS, EOS, the 256 byte tokens <0x00>..<0xFF> (when the
-vocabulary has room), printable characters, then merges of earlier tokens.
+values rounded as export.py's torch.round does, half to even) checkpoints of one shape, and a tokenizer.bin of
+--vocab tokens: <unk>, BOS, EOS, the 256 byte tokens <0x00>..<0xFF> (when the vocabulary has room), printable
+characters, then merges of earlier tokens.
 
-  /usr/bin/python3 scripts/make_llama_checkpoint.py OUT_PREFIX [--dim 64 --hidden 172 --layers 5 --heads 8 --kv-heads 4 --vocab 512
-                           --seq 512 --group 64 --separate-classifier --seed 1]
-writes OUT_PREFIX-v0.bin, OUT_PREFIX-v2.bin and OUT_PREFIX-tok.bin. The defaults are the stories260K shape.
+  /usr/bin/python3 scripts/make_llama_checkpoint.py OUT_PREFIX [--dim 64 --hidden 172 --layers 5 --heads 8
+      --kv-heads 4 --vocab 512 --seq 512 --group 64 --separate-classifier --seed 1]
+writes OUT_PREFIX-v0.bin, OUT_PREFIX-v2.bin and OUT_PREFIX-tok.bin. The defaults are the stories260K shape; the
+default group is export.py's (the largest power of two <= 64 dividing dim).
 """
 import argparse
 import struct
