@@ -4,7 +4,7 @@
 # time starting from its seed corpus, and prints how many executions each did.
 #   scripts/fuzz.sh                      60 s per target
 #   scripts/fuzz.sh 10                   10 s per target
-#   scripts/fuzz.sh 30 attention layers  only those targets (matmul softmax attention layers decode)
+#   scripts/fuzz.sh 30 attention layers  only those targets (matmul softmax attention layers decode llama)
 # Exits non-zero if a test or a target fails. A failing input is saved as build-fuzz/fuzz-artifacts/<target>-crash-*;
 # rerun it with build-fuzz/tests/fuzz/fuzz_<target> FILE. Inputs that found new coverage accumulate in
 # build-fuzz/fuzz-corpus/<target>/ (reused by the next run; the committed seeds stay as they are).
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-"matmul softmax attention layers decode"}
+targets=${*:-"matmul softmax attention layers decode llama"}
 dir=build-fuzz
 
 if [ -f "$dir/build.ninja" ]; then

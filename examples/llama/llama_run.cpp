@@ -1,0 +1,229 @@
+// llama_run: text generation from a llama2.c checkpoint, with run.c's command line and output.
+//   llama_run CHECKPOINT [-t temp] [-p topp] [-s seed] [-n steps] [-i prompt] [-z tokenizer]
+// Generated text on stdout, "achieved tok/s: X" on stderr. Exit status 1: bad arguments (usage printed);
+// 2: a checkpoint or tokenizer that cannot be read or is malformed (the message says which field or offset);
+// 3: out of memory.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "llama_forward.hpp"
+#include "llama_model.hpp"
+#include "llama_sampler.hpp"
+#include "llama_tokenizer.hpp"
+
+namespace {
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "Usage:   llama_run <checkpoint> [options]\n"
+               "Example: llama_run model.bin -n 256 -i \"Once upon a time\"\n"
+               "Options:\n"
+               "  -t <float>  temperature in [0,inf], default 1.0\n"
+               "  -p <float>  p value in top-p (nucleus) sampling in [0,1] default 0.9\n"
+               "  -s <int>    random seed, default time(NULL)\n"
+               "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
+               "  -i <string> input prompt\n"
+               "  -z <string> optional path to custom tokenizer\n");
+  std::exit(1);
+}
+
+bool parse_float(const char* s, float& out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s, &end);
+  if (end == s || *end != '\0' || errno == ERANGE) return false;
+  out = static_cast<float>(v);
+  return true;
+}
+
+bool parse_int(const char* s, int& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+// A read-only mapping of a whole file (page-aligned, so every fp32 tensor of a checkpoint is aligned).
+struct MappedFile {
+  const unsigned char* data = nullptr;
+  std::size_t size = 0;
+  bool open(const char* path, std::string& error) {
+    const int fd = ::open(path, O_RDONLY);
+    if (fd < 0) {
+      error = std::string("cannot open ") + path + ": " + std::strerror(errno);
+      return false;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error = std::string(path) + " is not a regular file";
+      ::close(fd);
+      return false;
+    }
+    size = static_cast<std::size_t>(st.st_size);
+    if (size == 0) {
+      static const unsigned char empty[4] = {};
+      data = empty;  // mmap refuses length 0; the loaders report the empty file as truncated
+      ::close(fd);
+      return true;
+    }
+    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) {
+      error = std::string("cannot map ") + path + ": " + std::strerror(errno);
+      return false;
+    }
+    data = static_cast<const unsigned char*>(p);
+    return true;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* checkpoint_path = nullptr;
+  const char* tokenizer_path = "tokenizer.bin";
+  float temperature = 1.0f, topp = 0.9f;
+  int steps = 256, seed = 0;
+  const char* prompt = "";
+  if (argc < 2) usage();
+  checkpoint_path = argv[1];
+  for (int i = 2; i < argc; i += 2) {
+    if (i + 1 >= argc || argv[i][0] != '-' || std::strlen(argv[i]) != 2) usage();
+    const char* value = argv[i + 1];
+    switch (argv[i][1]) {
+      case 't':
+        if (!parse_float(value, temperature)) usage();
+        break;
+      case 'p':
+        if (!parse_float(value, topp)) usage();
+        break;
+      case 's':
+        if (!parse_int(value, seed)) usage();
+        break;
+      case 'n':
+        if (!parse_int(value, steps)) usage();
+        break;
+      case 'i':
+        prompt = value;
+        break;
+      case 'z':
+        tokenizer_path = value;
+        break;
+      default:
+        usage();
+    }
+  }
+  // run.c's overrides. Its seed is an int converted to unsigned long long; 0 means the time.
+  unsigned long long rng_seed = static_cast<unsigned long long>(static_cast<long long>(seed));
+  if (rng_seed == 0) rng_seed = static_cast<unsigned int>(std::time(nullptr));
+  if (!(temperature >= 0.0f)) temperature = 0.0f;
+  if (!(topp >= 0.0f && topp <= 1.0f)) topp = 0.9f;
+  if (steps < 0) steps = 0;
+
+  std::string error;
+  MappedFile checkpoint_file, tokenizer_file;
+  if (!checkpoint_file.open(checkpoint_path, error)) {
+    std::fprintf(stderr, "llama_run: %s\n", error.c_str());
+    return 2;
+  }
+  llama::Model model;
+  const llama::LoadResult loaded = llama::load_checkpoint(checkpoint_file.data, checkpoint_file.size, model);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "llama_run: %s: %s (%s)\n", checkpoint_path, loaded.message, llama::to_string(loaded.status));
+    return 2;
+  }
+  const llama::Config& p = model.config;
+  if (steps == 0 || steps > p.seq_len) steps = p.seq_len;
+
+  if (!tokenizer_file.open(tokenizer_path, error)) {
+    std::fprintf(stderr, "llama_run: %s\n", error.c_str());
+    return 2;
+  }
+  llama::Tokenizer tokenizer;
+  const llama::LoadResult tok_loaded = tokenizer.load(tokenizer_file.data, tokenizer_file.size, p.vocab_size);
+  if (!tok_loaded.ok()) {
+    std::fprintf(stderr, "llama_run: %s: %s (%s)\n", tokenizer_path, tok_loaded.message,
+                 llama::to_string(tok_loaded.status));
+    return 2;
+  }
+
+  std::vector<int> prompt_tokens;
+  if (!tokenizer.encode(prompt, true, false, prompt_tokens, error)) {
+    std::fprintf(stderr, "llama_run: cannot encode the prompt: %s\n", error.c_str());
+    return 2;
+  }
+
+  llama::RunState state;
+  if (!llama::init_state(model, static_cast<std::size_t>(steps), state)) {
+    std::fprintf(stderr, "llama_run: out of memory for %d positions\n", steps);
+    return 3;
+  }
+  llama::Sampler sampler(p.vocab_size, temperature, topp, rng_seed);
+
+  // run.c's generation loop: the prompt's tokens are forced, BOS ends the text, the clock starts after the first
+  // token (whose time includes page faults of the mapping).
+  using clock = std::chrono::steady_clock;
+  clock::time_point start{};
+  bool started = false;
+  // LLAMA_RUN_TIES=REL (e.g. 1e-4): report each sampled position whose two best logits lie within REL relative
+  // (where the summation order of another implementation may pick the other token), with the text's length so far.
+  const char* ties_env = std::getenv("LLAMA_RUN_TIES");
+  const float tie_rel = ties_env != nullptr ? std::strtof(ties_env, nullptr) : 0.0f;
+  const bool report_ties = tie_rel > 0.0f;
+  std::size_t printed = 0;
+  int token = prompt_tokens[0];
+  int pos = 0;
+  const int n_prompt = static_cast<int>(prompt_tokens.size());
+  while (pos < steps) {
+    float* logits = const_cast<float*>(llama::forward(model, state, token, static_cast<std::size_t>(pos)));
+    if (report_ties && pos >= n_prompt - 1) {
+      float best = logits[0], second = -INFINITY;
+      for (int i = 1; i < p.vocab_size; ++i) {
+        if (logits[i] > best) {
+          second = best;
+          best = logits[i];
+        } else if (logits[i] > second) {
+          second = logits[i];
+        }
+      }
+      if (best - second <= tie_rel * std::fabs(best))
+        std::fprintf(stderr, "near-tie at position %d after %zu bytes: %g %g\n", pos, printed,
+                     static_cast<double>(best), static_cast<double>(second));
+    }
+    const int next = pos < n_prompt - 1 ? prompt_tokens[static_cast<std::size_t>(pos) + 1] : sampler.sample(logits);
+    ++pos;
+    if (next == llama::Tokenizer::bos) break;
+    const std::string piece = tokenizer.decode(token, next);
+    if (llama::Tokenizer::printable(piece)) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      printed += piece.size();
+    }
+    std::fflush(stdout);
+    token = next;
+    if (!started) {
+      start = clock::now();
+      started = true;
+    }
+  }
+  std::printf("\n");
+  if (pos > 1) {
+    const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    std::fprintf(stderr, "achieved tok/s: %f\n", seconds > 0 ? (pos - 1) / seconds : 0.0);
+  }
+  return 0;
+}

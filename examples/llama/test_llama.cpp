@@ -1,0 +1,601 @@
+// Tests of the llama2.c runner's parts: the checkpoint loader (accepts the generated files, refuses every kind
+// of bad one), the forward pass against a float64 model read by an independent parser of the file formats, the
+// tokenizer's run.c rules and the sampler's. argv[1]: the directory of the generated checkpoints.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "llama_forward.hpp"
+#include "llama_model.hpp"
+#include "llama_sampler.hpp"
+#include "llama_tokenizer.hpp"
+
+namespace {
+
+std::string g_dir = ".";
+
+// File bytes in 4-byte aligned storage, as a mapping would be.
+struct Bytes {
+  std::vector<std::uint32_t> words;
+  std::size_t size = 0;
+  const unsigned char* data() const { return reinterpret_cast<const unsigned char*>(words.data()); }
+  unsigned char* data() { return reinterpret_cast<unsigned char*>(words.data()); }
+  void assign(const std::vector<unsigned char>& b) {
+    size = b.size();
+    words.assign(size / 4 + 1, 0);
+    if (size != 0) std::memcpy(data(), b.data(), size);
+  }
+  std::vector<unsigned char> vec() const { return std::vector<unsigned char>(data(), data() + size); }
+};
+
+std::vector<unsigned char> read_file(const std::string& name) {
+  std::ifstream f(g_dir + "/" + name, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "missing " << g_dir << "/" << name;
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), {});
+}
+
+Bytes bytes_of(const std::vector<unsigned char>& v) {
+  Bytes b;
+  b.assign(v);
+  return b;
+}
+
+llama::LoadStatus load_status(const std::vector<unsigned char>& v) {
+  Bytes b = bytes_of(v);
+  llama::Model m;
+  const llama::LoadResult r = llama::load_checkpoint(b.data(), b.size, m);
+  if (!r.ok()) {
+    EXPECT_NE(r.message[0], '\0');
+    EXPECT_TRUE(m.layers.empty());
+  }
+  return r.status;
+}
+
+void put_i32(std::vector<unsigned char>& v, std::size_t at, std::int32_t x) { std::memcpy(v.data() + at, &x, 4); }
+
+// ---- an independent float64 model of the two formats ---------------------------------------------------------
+
+struct RefModel {
+  int dim, hidden, layers, heads, kv_heads, vocab, seq;
+  bool shared;
+  std::size_t group;  // 0: fp32
+  std::vector<double> emb, cls, final_norm;
+  std::vector<std::vector<double>> att_norm, ffn_norm, wq, wk, wv, wo, w1, w2, w3;
+};
+
+struct Reader {
+  const std::vector<unsigned char>& b;
+  std::size_t at;
+  std::int32_t i32() {
+    std::int32_t v;
+    std::memcpy(&v, b.data() + at, 4);
+    at += 4;
+    return v;
+  }
+  std::vector<double> f32(std::size_t n) {
+    std::vector<double> v(n);
+    for (auto& x : v) {
+      float f;
+      std::memcpy(&f, b.data() + at, 4);
+      at += 4;
+      x = f;
+    }
+    return v;
+  }
+  std::vector<double> q8(std::size_t n, std::size_t group) {
+    std::vector<double> v(n);
+    const std::size_t q_at = at;
+    at += n;
+    const std::vector<double> s = f32(n / group);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<signed char>(b[q_at + i]) * s[i / group];
+    return v;
+  }
+};
+
+RefModel parse_reference(const std::vector<unsigned char>& b) {
+  RefModel m{};
+  Reader r{b, 0};
+  std::uint32_t magic;
+  std::memcpy(&magic, b.data(), 4);
+  const bool v2 = magic == 0x616b3432u;
+  if (v2) r.at = 8;
+  m.dim = r.i32(), m.hidden = r.i32(), m.layers = r.i32(), m.heads = r.i32(), m.kv_heads = r.i32();
+  m.vocab = r.i32(), m.seq = r.i32();
+  std::size_t group = 1;
+  if (v2) {
+    m.shared = b[r.at] != 0;
+    r.at += 1;
+    group = static_cast<std::size_t>(r.i32());
+    m.group = group;
+    r.at = 256;
+  } else {
+    m.shared = m.vocab > 0;
+    m.vocab = std::abs(m.vocab);
+  }
+  const std::size_t d = m.dim, h = m.hidden, kv = d / m.heads * m.kv_heads, V = m.vocab, L = m.layers;
+  auto per_layer = [&](std::vector<std::vector<double>>& t, std::size_t n, bool quantized) {
+    t.clear();
+    for (std::size_t l = 0; l < L; ++l) t.push_back(quantized ? r.q8(n, group) : r.f32(n));
+  };
+  if (!v2) {
+    m.emb = r.f32(V * d);
+    per_layer(m.att_norm, d, false);
+    per_layer(m.wq, d * d, false);
+    per_layer(m.wk, kv * d, false);
+    per_layer(m.wv, kv * d, false);
+    per_layer(m.wo, d * d, false);
+    per_layer(m.ffn_norm, d, false);
+    per_layer(m.w1, h * d, false);
+    per_layer(m.w2, d * h, false);
+    per_layer(m.w3, h * d, false);
+    m.final_norm = r.f32(d);
+    r.at += static_cast<std::size_t>(m.seq) * (d / m.heads) * 4;
+    m.cls = m.shared ? m.emb : r.f32(V * d);
+  } else {
+    per_layer(m.att_norm, d, false);
+    per_layer(m.ffn_norm, d, false);
+    m.final_norm = r.f32(d);
+    m.emb = r.q8(V * d, group);
+    per_layer(m.wq, d * d, true);
+    per_layer(m.wk, kv * d, true);
+    per_layer(m.wv, kv * d, true);
+    per_layer(m.wo, d * d, true);
+    per_layer(m.w1, h * d, true);
+    per_layer(m.w2, d * h, true);
+    per_layer(m.w3, h * d, true);
+    m.cls = m.shared ? m.emb : r.q8(V * d, group);
+  }
+  EXPECT_EQ(r.at, b.size());
+  return m;
+}
+
+// Logits of each position of `tokens`, in double, from the definitions (llama2.c model.py).
+std::vector<std::vector<double>> reference_logits(const RefModel& m, const std::vector<int>& tokens) {
+  const std::size_t d = m.dim, hd = d / m.heads, kv = hd * m.kv_heads, H = m.hidden;
+  std::vector<std::vector<std::vector<double>>> kc(m.layers), vc(m.layers);
+  std::vector<std::vector<double>> out;
+  // q8 weights whose groups tile the rows: x quantized as runq.c does (per group, absmax / 127, rounded half
+  // away from zero), the product then exact. Elsewhere (fp32, groups straddling rows) x as it is.
+  auto mv = [&](const std::vector<double>& w, std::vector<double> x, std::size_t rows) {
+    const std::size_t g = m.group;
+    if (g != 0 && x.size() % g == 0)
+      for (std::size_t c0 = 0; c0 < x.size(); c0 += g) {
+        double mx = 0;
+        for (std::size_t c = c0; c < c0 + g; ++c) mx = std::max(mx, std::abs(x[c]));
+        const double s = mx / 127;
+        for (std::size_t c = c0; c < c0 + g; ++c) x[c] = s == 0 ? 0 : std::round(x[c] / s) * s;
+      }
+    std::vector<double> y(rows, 0.0);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < x.size(); ++c) y[r] += w[r * x.size() + c] * x[c];
+    return y;
+  };
+  auto norm = [](const std::vector<double>& x, const std::vector<double>& w) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double s = 1.0 / std::sqrt(ss / x.size() + 1e-5);
+    std::vector<double> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = w[i] * x[i] * s;
+    return y;
+  };
+  for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+    std::vector<double> x(m.emb.begin() + tokens[pos] * d, m.emb.begin() + (tokens[pos] + 1) * d);
+    for (int l = 0; l < m.layers; ++l) {
+      const auto n = norm(x, m.att_norm[l]);
+      auto q = mv(m.wq[l], n, d), k = mv(m.wk[l], n, kv), v = mv(m.wv[l], n, kv);
+      auto rot = [&](std::vector<double>& t) {
+        for (std::size_t i = 0; i < t.size(); i += 2) {
+          const double a = pos * std::pow(10000.0, -static_cast<double>(i % hd) / hd);
+          const double t0 = t[i], t1 = t[i + 1];
+          t[i] = t0 * std::cos(a) - t1 * std::sin(a);
+          t[i + 1] = t0 * std::sin(a) + t1 * std::cos(a);
+        }
+      };
+      rot(q);
+      rot(k);
+      kc[l].push_back(k);
+      vc[l].push_back(v);
+      std::vector<double> att(d, 0.0);
+      for (int h = 0; h < m.heads; ++h) {
+        const std::size_t g = h / (m.heads / m.kv_heads);
+        std::vector<double> s(pos + 1);
+        double mx = -1e300, sum = 0;
+        for (std::size_t t = 0; t <= pos; ++t) {
+          double dot = 0;
+          for (std::size_t i = 0; i < hd; ++i) dot += q[h * hd + i] * kc[l][t][g * hd + i];
+          s[t] = dot / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[t]);
+        }
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (std::size_t t = 0; t <= pos; ++t)
+          for (std::size_t i = 0; i < hd; ++i) att[h * hd + i] += s[t] / sum * vc[l][t][g * hd + i];
+      }
+      const auto o = mv(m.wo[l], att, d);
+      for (std::size_t i = 0; i < d; ++i) x[i] += o[i];
+      const auto n2 = norm(x, m.ffn_norm[l]);
+      auto a = mv(m.w1[l], n2, H);
+      const auto b = mv(m.w3[l], n2, H);
+      for (std::size_t i = 0; i < H; ++i) a[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+      const auto f = mv(m.w2[l], a, d);
+      for (std::size_t i = 0; i < d; ++i) x[i] += f[i];
+    }
+    out.push_back(mv(m.cls, norm(x, m.final_norm), m.vocab));
+  }
+  return out;
+}
+
+// ---- loader --------------------------------------------------------------------------------------------------
+
+const char* const k_models[] = {"s260k", "small", "tiny"};
+
+TEST(LlamaLoader, AcceptsGeneratedCheckpoints) {
+  for (const char* name : k_models)
+    for (const char* v : {"v0", "v2"}) {
+      SCOPED_TRACE(std::string(name) + "-" + v);
+      const auto file = read_file(std::string(name) + "-" + v + ".bin");
+      Bytes b = bytes_of(file);
+      llama::Model m;
+      const llama::LoadResult r = llama::load_checkpoint(b.data(), b.size, m);
+      ASSERT_TRUE(r.ok()) << r.message;
+      const RefModel ref = parse_reference(file);
+      EXPECT_EQ(m.config.dim, ref.dim);
+      EXPECT_EQ(m.config.hidden_dim, ref.hidden);
+      EXPECT_EQ(m.config.n_layers, ref.layers);
+      EXPECT_EQ(m.config.vocab_size, ref.vocab);
+      EXPECT_EQ(m.config.shared_classifier, ref.shared);
+      EXPECT_EQ(m.config.version, v[1] - '0');
+      EXPECT_EQ(static_cast<int>(m.layers.size()), ref.layers);
+    }
+}
+
+TEST(LlamaLoader, RefusesEveryTruncation) {
+  for (const char* name : k_models)
+    for (const char* v : {"v0", "v2"}) {
+      const auto file = read_file(std::string(name) + "-" + v + ".bin");
+      std::vector<std::size_t> cuts;
+      for (std::size_t n = 0; n < 300 && n < file.size(); ++n) cuts.push_back(n);
+      for (std::size_t n = 300; n < file.size(); n += 997) cuts.push_back(n);
+      for (std::size_t back = 1; back <= 9; ++back) cuts.push_back(file.size() - back);
+      for (std::size_t n : cuts) {
+        const std::vector<unsigned char> cut(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(n));
+        EXPECT_EQ(load_status(cut), llama::LoadStatus::truncated) << name << "-" << v << " cut at " << n;
+      }
+      auto longer = file;
+      longer.push_back(0);
+      EXPECT_EQ(load_status(longer), llama::LoadStatus::size_mismatch) << name << "-" << v;
+    }
+}
+
+TEST(LlamaLoader, RefusesEveryBadHeaderField) {
+  using S = llama::LoadStatus;
+  for (const char* v : {"v0", "v2"}) {
+    const auto file = read_file(std::string("s260k-") + v + ".bin");
+    const std::size_t base = v[1] == '2' ? 8 : 0;
+    // Field index, value, expected status. s260k: dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads, vocab 512.
+    const struct {
+      int field;
+      std::int32_t value;
+      S expected;
+    } cases[] = {
+        {0, 0, S::bad_header},      {0, -64, S::bad_header},
+        {0, 60, S::bad_header},  // 60 % 8 != 0
+        {0, 80, S::truncated},      {0, INT_MAX, S::bad_header},
+        {0, 128, S::truncated},     {1, 0, S::bad_header},
+        {1, -1, S::bad_header},     {1, 173, S::truncated},
+        {1, INT_MAX, S::truncated}, {2, 0, S::bad_header},
+        {2, -5, S::bad_header},     {2, 4, S::size_mismatch},
+        {2, 6, S::truncated},       {2, INT_MAX, S::truncated},
+        {3, 0, S::bad_header},      {3, -8, S::bad_header},
+        {3, 3, S::bad_header},  // 64 % 3
+        {3, 64, S::bad_header},     {3, 12, S::bad_header},
+        {3, 16, S::size_mismatch},  // head dim 1; 12∤64; head dim 4
+        {4, 0, S::bad_header},      {4, -4, S::bad_header},
+        {4, 3, S::bad_header},  // 8 % 3
+        {4, 16, S::bad_header},     {4, 8, S::truncated},
+        {4, 2, S::size_mismatch},   {6, 0, S::bad_header},
+        {6, -1, S::bad_header},     {5, v[1] == '2' ? 0 : 0, S::bad_header},
+        {5, 511, S::size_mismatch}, {5, 513, S::truncated},
+    };
+    for (const auto& c : cases) {
+      auto bad = file;
+      put_i32(bad, base + 4 * static_cast<std::size_t>(c.field), c.value);
+      EXPECT_EQ(load_status(bad), c.expected) << v << " field " << c.field << " = " << c.value;
+    }
+    if (v[1] == '0') {
+      auto bad = file;
+      put_i32(bad, 20, INT_MIN);
+      EXPECT_EQ(load_status(bad), S::bad_header);
+      put_i32(bad, 20, -512);  // separate classifier announced, absent
+      EXPECT_EQ(load_status(bad), S::truncated);
+      put_i32(bad, 24, 511);  // seq_len changes the v0 size (rope tables)
+      put_i32(bad, 20, 512);
+      EXPECT_EQ(load_status(bad), S::size_mismatch);
+      // Shapes whose byte counts overflow 64 bits: dim 2^30 (head dim 2).
+      put_i32(bad, 0, 1 << 30);
+      put_i32(bad, 12, 1 << 29);
+      EXPECT_EQ(load_status(bad), S::too_big);
+    } else {
+      for (std::int32_t version : {0, 1, 3, -2, INT_MAX}) {
+        auto bad = file;
+        put_i32(bad, 4, version);
+        EXPECT_EQ(load_status(bad), S::bad_magic) << version;
+      }
+      auto bad = file;
+      put_i32(bad, 28, -512);  // vocab_size must be positive in version 2
+      EXPECT_EQ(load_status(bad), S::bad_header);
+      for (unsigned char shared : {2, 255}) {
+        bad = file;
+        bad[36] = shared;
+        EXPECT_EQ(load_status(bad), S::bad_header);
+      }
+      bad = file;
+      bad[36] = 0;  // separate classifier announced, absent
+      EXPECT_EQ(load_status(bad), S::truncated);
+      for (std::int32_t group : {0, -64, 3, 7, 128 * 3, INT_MAX, INT_MIN}) {
+        bad = file;
+        std::memcpy(bad.data() + 37, &group, 4);
+        EXPECT_EQ(load_status(bad), S::bad_group) << group;
+      }
+      bad = file;
+      std::int32_t group = 32;  // divides everything: a different, consistent layout that the file does not fill
+      std::memcpy(bad.data() + 37, &group, 4);
+      EXPECT_EQ(load_status(bad), S::truncated);
+      bad = file;
+      put_i32(bad, 8, 1 << 30);
+      put_i32(bad, 16, 100);
+      put_i32(bad, 20, 1 << 29);
+      EXPECT_EQ(load_status(bad), S::too_big);
+    }
+  }
+}
+
+// ---- forward -------------------------------------------------------------------------------------------------
+
+TEST(LlamaForward, LogitsMatchFloat64Reference) {
+  for (const char* name : k_models)
+    for (const char* v : {"v0", "v2"}) {
+      SCOPED_TRACE(std::string(name) + "-" + v);
+      const auto file = read_file(std::string(name) + "-" + v + ".bin");
+      Bytes b = bytes_of(file);
+      llama::Model m;
+      ASSERT_TRUE(llama::load_checkpoint(b.data(), b.size, m).ok());
+      const RefModel ref = parse_reference(file);
+      std::vector<int> tokens;
+      for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
+      const auto want = reference_logits(ref, tokens);
+      llama::RunState s;
+      ASSERT_TRUE(llama::init_state(m, tokens.size(), s));
+      // Float rounding only (measured: 3e-6 fp32, 5e-7 q8, relative to the largest logit); the bound for q8 leaves
+      // room for an activation on a rounding boundary that rounds the other way in float than in double.
+      const double tol = v[1] == '0' ? 2e-5 : 1e-4;
+      for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+        const float* got = llama::forward(m, s, tokens[pos], pos);
+        double max_ref = 0, max_err = 0;
+        for (int i = 0; i < m.config.vocab_size; ++i) {
+          max_ref = std::max(max_ref, std::abs(want[pos][i]));
+          max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
+        }
+        EXPECT_LE(max_err, tol * max_ref) << "position " << pos;
+      }
+    }
+}
+
+// ---- tokenizer -----------------------------------------------------------------------------------------------
+
+std::vector<unsigned char> tokenizer_file(const std::vector<std::pair<std::string, float>>& tokens, int max_len) {
+  std::vector<unsigned char> out(4);
+  std::memcpy(out.data(), &max_len, 4);
+  for (const auto& t : tokens) {
+    unsigned char head[8];
+    const std::int32_t len = static_cast<std::int32_t>(t.first.size());
+    std::memcpy(head, &t.second, 4);
+    std::memcpy(head + 4, &len, 4);
+    out.insert(out.end(), head, head + 8);
+    out.insert(out.end(), t.first.begin(), t.first.end());
+  }
+  return out;
+}
+
+// <unk> <s> </s>, the 256 byte tokens, then the given pieces.
+std::vector<std::pair<std::string, float>> vocabulary(const std::vector<std::pair<std::string, float>>& extra) {
+  std::vector<std::pair<std::string, float>> v = {{"<unk>", 0}, {"\n<s>\n", 0}, {"\n</s>\n", 0}};
+  for (int b = 0; b < 256; ++b) {
+    char s[8];
+    std::snprintf(s, sizeof s, "<0x%02X>", b);
+    v.push_back({s, 0});
+  }
+  v.insert(v.end(), extra.begin(), extra.end());
+  return v;
+}
+
+llama::Tokenizer make_tokenizer(const std::vector<std::pair<std::string, float>>& vocab) {
+  Bytes b = bytes_of(tokenizer_file(vocab, 8));
+  llama::Tokenizer t;
+  const llama::LoadResult r = t.load(b.data(), b.size, static_cast<int>(vocab.size()));
+  EXPECT_TRUE(r.ok()) << r.message;
+  return t;
+}
+
+TEST(LlamaTokenizer, EncodeFollowsRunC) {
+  // 259 " ", 260 "a", 261 "b", 262 "ab", 263 " a", 264 "zz" (" ab" below), 265 "é"
+  const auto vocab = vocabulary({{" ", -1}, {"a", -2}, {"b", -3}, {"ab", -5}, {" a", -4}, {"zz", -6}, {"é", -7}});
+  const llama::Tokenizer t = make_tokenizer(vocab);
+  std::vector<int> ids;
+  std::string err;
+  // " ", "a", "b": " a" (-4) beats "ab" (-5); " a" + "b" is not a token.
+  ASSERT_TRUE(t.encode("ab", true, false, ids, err));
+  EXPECT_EQ(ids, (std::vector<int>{1, 263, 261}));
+  // Empty text: no dummy prefix.
+  ASSERT_TRUE(t.encode("", true, true, ids, err));
+  EXPECT_EQ(ids, (std::vector<int>{1, 2}));
+  // A code point in the vocabulary is one token; one that is not falls back to its bytes + 3.
+  ASSERT_TRUE(t.encode("é\xe2\x80\x94", false, true, ids, err));
+  EXPECT_EQ(ids, (std::vector<int>{259, 265, 0xe2 + 3, 0x80 + 3, 0x94 + 3, 2}));
+  // A stray continuation byte is a code point of its own.
+  ASSERT_TRUE(
+      t.encode("\x80"
+               "a",
+               false, false, ids, err));
+  EXPECT_EQ(ids, (std::vector<int>{259, 0x80 + 3, 260}));
+
+  // With "ab" scoring best, that pair merges first.
+  auto vocab2 = vocab;
+  vocab2[262].second = 0;
+  const llama::Tokenizer t2 = make_tokenizer(vocab2);
+  ASSERT_TRUE(t2.encode("ab", true, false, ids, err));
+  EXPECT_EQ(ids, (std::vector<int>{1, 259, 262}));
+  // Merges repeat: with " ab" a token, " a" + "b" merges on.
+  vocab2 = vocab;
+  vocab2[264].first = " ab";
+  const llama::Tokenizer t3 = make_tokenizer(vocab2);
+  ASSERT_TRUE(t3.encode("ab", true, false, ids, err));
+  EXPECT_EQ(ids, (std::vector<int>{1, 264}));
+
+  // Missing " " or byte tokens: an error, not an index out of range.
+  const llama::Tokenizer small = make_tokenizer({{"<unk>", 0}, {"\n<s>\n", 0}, {"\n</s>\n", 0}, {" ", 0}, {"a", 0}});
+  EXPECT_TRUE(small.encode("a", true, false, ids, err));
+  EXPECT_FALSE(small.encode("z", true, false, ids, err));
+  const llama::Tokenizer no_space = make_tokenizer({{"<unk>", 0}, {"\n<s>\n", 0}, {"\n</s>\n", 0}, {"a", 0}});
+  EXPECT_FALSE(no_space.encode("a", true, false, ids, err));
+}
+
+TEST(LlamaTokenizer, DecodeFollowsRunC) {
+  const auto vocab = vocabulary({{" ", -1}, {" ab", -2}, {"<0x4", -3}, {"<0x>", -4}});
+  const llama::Tokenizer t = make_tokenizer(vocab);
+  EXPECT_EQ(t.decode(1, 260), "ab");  // leading space dropped after BOS
+  EXPECT_EQ(t.decode(5, 260), " ab");
+  EXPECT_EQ(t.decode(5, 0x41 + 3), "A");  // <0x41>
+  EXPECT_EQ(t.decode(5, 3), "");          // <0x00>: nothing printed
+  EXPECT_EQ(t.decode(5, 261), "\x04");    // "<0x4": sscanf's one-digit match
+  EXPECT_EQ(t.decode(5, 262), "<0x>");
+  EXPECT_FALSE(llama::Tokenizer::printable("\x04"));
+  EXPECT_FALSE(llama::Tokenizer::printable(""));
+  EXPECT_TRUE(llama::Tokenizer::printable("\n"));
+  EXPECT_TRUE(llama::Tokenizer::printable("\xc3\xa9"));
+}
+
+TEST(LlamaTokenizer, RoundTripsGeneratedVocabulary) {
+  const auto file = read_file("s260k-tok.bin");
+  Bytes b = bytes_of(file);
+  llama::Tokenizer t;
+  ASSERT_TRUE(t.load(b.data(), b.size, 512).ok());
+  for (const std::string text : {"Once upon a time, there was a little girl.", "h\xc3\xa9llo \xe2\x80\x94 x",
+                                 "\x01\x7f tabs\tand\nnewlines", "\xe6\x97\xa5\xe6\x9c\xac", "a"}) {
+    std::vector<int> ids;
+    std::string err;
+    ASSERT_TRUE(t.encode(text, true, false, ids, err)) << err;
+    std::string back;
+    for (std::size_t i = 1; i < ids.size(); ++i) back += t.decode(ids[i - 1], ids[i]);
+    // The dummy prefix's space is dropped after BOS, as sentencepiece does.
+    EXPECT_EQ(back, text);
+    EXPECT_LT(ids.size(), text.size() + 3);
+  }
+}
+
+TEST(LlamaTokenizer, RefusesBadFiles) {
+  using S = llama::LoadStatus;
+  const auto file = read_file("small-tok.bin");
+  auto status = [](const std::vector<unsigned char>& v, int vocab) {
+    Bytes b = bytes_of(v);
+    llama::Tokenizer t;
+    const llama::LoadResult r = t.load(b.data(), b.size, vocab);
+    if (!r.ok()) {
+      EXPECT_EQ(t.vocab_size(), 0);
+    }
+    return r.status;
+  };
+  EXPECT_EQ(status(file, 300), S::ok);
+  for (std::size_t n = 0; n < file.size(); ++n) {
+    const std::vector<unsigned char> cut(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_EQ(status(cut, 300), S::truncated) << n;
+  }
+  EXPECT_EQ(status(file, 299), S::size_mismatch);
+  EXPECT_EQ(status(file, 301), S::truncated);
+  EXPECT_EQ(status(file, 0), S::bad_header);
+  EXPECT_EQ(status(file, 2), S::bad_header);  // no EOS
+  EXPECT_EQ(status(file, INT_MAX), S::truncated);
+  for (std::int32_t max_len : {0, -1, INT_MIN}) {
+    auto bad = file;
+    put_i32(bad, 0, max_len);
+    EXPECT_EQ(status(bad, 300), S::bad_header);
+  }
+  auto bad = file;
+  put_i32(bad, 0, 2);  // shorter than the longest token
+  EXPECT_EQ(status(bad, 300), S::bad_header);
+  for (std::int32_t len : {-1, INT_MIN, INT_MAX, 100}) {
+    bad = file;
+    put_i32(bad, 8, len);  // token 0's length
+    EXPECT_NE(status(bad, 300), S::ok) << len;
+  }
+}
+
+// ---- sampler -------------------------------------------------------------------------------------------------
+
+TEST(LlamaSampler, XorshiftStarAsRunC) {
+  // First outputs of run.c's random_u32 from state 42, computed by hand from its definition (Python).
+  llama::Rng r{42};
+  EXPECT_EQ(r.next_u32(), 1456360119u);
+  EXPECT_EQ(r.next_u32(), 3359763283u);
+  EXPECT_EQ(r.next_u32(), 3393612768u);
+  llama::Rng f{42};
+  EXPECT_EQ(f.next_f32(), static_cast<float>(1456360119u >> 8) / 16777216.0f);
+}
+
+TEST(LlamaSampler, RulesAndDeterminism) {
+  std::vector<float> logits = {0.5f, 3.0f, 3.0f, -1.0f};
+  llama::Sampler greedy(4, 0.0f, 0.9f, 1);
+  EXPECT_EQ(greedy.sample(logits.data()), 1);  // first of two equal maxima
+  std::vector<int> a, b;
+  for (std::uint64_t seed : {7ull, 7ull}) {
+    llama::Sampler s(4, 1.0f, 0.9f, seed);
+    auto& out = a.empty() ? a : b;
+    for (int i = 0; i < 200; ++i) {
+      std::vector<float> l = {0.5f, 2.0f, 1.0f, -1.0f};
+      out.push_back(s.sample(l.data()));
+    }
+  }
+  EXPECT_EQ(a, b);
+  // Top-p 0.5 over probabilities ~ (0.64, 0.24, 0.09, 0.03): only the first.
+  llama::Sampler nucleus(4, 1.0f, 0.5f, 3);
+  for (int i = 0; i < 100; ++i) {
+    std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
+    EXPECT_EQ(nucleus.sample(l.data()), 0);
+  }
+  // Top-p 0.8: the nucleus ends at the first token whose cumulative probability exceeds 0.8, the second here
+  // (0.64 + 0.24), and is sampled in proportion: 0.64 / 0.88 and 0.24 / 0.88.
+  const double z = std::exp(2.0) + std::exp(1.0) + 1 + std::exp(-1.0);
+  llama::Sampler nucleus2(4, 1.0f, 0.8f, 5);
+  int top[4] = {};
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
+    ++top[nucleus2.sample(l.data())];
+  }
+  const double p0 = std::exp(2.0) / z, p1 = std::exp(1.0) / z;
+  EXPECT_NEAR(top[0] / static_cast<double>(n), p0 / (p0 + p1), 0.02);
+  EXPECT_NEAR(top[1] / static_cast<double>(n), p1 / (p0 + p1), 0.02);
+  EXPECT_EQ(top[2] + top[3], 0);
+  // Plain sampling (topp 1): frequencies follow the softmax.
+  llama::Sampler plain(4, 1.0f, 1.0f, 11);
+  int counts[4] = {};
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
+    ++counts[plain.sample(l.data())];
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(counts[i] / static_cast<double>(n), std::exp(2.0 - i) / z, 0.02) << i;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc > 1) g_dir = argv[1];
+  return RUN_ALL_TESTS();
+}
