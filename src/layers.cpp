@@ -94,17 +94,8 @@ void project_f32(const LayerParts& layer, Projection p, const float* src, std::s
 }
 
 unsigned check_matrices(const LayerParts& layer, const MatrixView<float>& y) noexcept {
-  const LayerWeightMatrices& w = *static_cast<const LayerWeightMatrices*>(layer.weights);
-  const std::size_t d = layer.shape.model_dim, kv_dim = layer.shape.kv_heads * layer.shape.head_dim;
-  unsigned p = weight_problems(w.q, w.q_bias, d, d, y) | weight_problems(w.k, w.k_bias, kv_dim, d, y) |
-               weight_problems(w.v, w.v_bias, kv_dim, d, y);
-  if (w.out.data != nullptr) {
-    p |= weight_out | weight_problems(w.out, w.out_bias, d, d, y);
-  } else if (w.out_bias != nullptr) {
-    p |= weight_null;  // a bias needs its projection
-  }
-  // weight_problems tests a matrix's overlaps only when it has no other problem: another's problem hides none.
-  return p;
+  return layer_matrices_problems(*static_cast<const LayerWeightMatrices*>(layer.weights), layer.shape.model_dim,
+                                 layer.shape.kv_heads * layer.shape.head_dim, y);
 }
 
 void project_matrices(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows,
@@ -327,6 +318,19 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
 }
 
 }  // namespace
+
+unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t d, std::size_t kv_dim,
+                                 const MatrixView<float>& y) noexcept {
+  unsigned p = weight_problems(w.q, w.q_bias, d, d, y) | weight_problems(w.k, w.k_bias, kv_dim, d, y) |
+               weight_problems(w.v, w.v_bias, kv_dim, d, y);
+  if (w.out.data != nullptr) {
+    p |= weight_out | weight_problems(w.out, w.out_bias, d, d, y);
+  } else if (w.out_bias != nullptr) {
+    p |= weight_null;  // a bias needs its projection
+  }
+  // weight_problems tests a matrix's overlaps only when it has no other problem: another's problem hides none.
+  return p;
+}
 
 const LayerWeightReader layer_weights_f32{check_f32, project_f32};
 const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices};
