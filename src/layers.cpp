@@ -48,7 +48,7 @@ constexpr unsigned weight_out = 16;  // with weight_problems' bits: the layer ha
 // How a layer's calls read its weights (LayerParts::reader). Through function pointers so that what a firmware
 // links follows the constructor it calls: LayerWeights' reader references no f16/q8 code.
 struct LayerWeightReader {
-  // The weight_problems bits of the weights for a call writing y (weight_aliasing only for a y of valid shape),
+  // The weight_problems bits of the weights for a call writing y (weight_aliasing read only for a y of valid shape),
   // plus weight_out when there is an out projection.
   unsigned (*check)(const LayerParts& layer, const MatrixView<float>& y) noexcept;
   // dst (rows × the projection's outputs, stride ldd) = src (rows × model_dim, stride lds)·Wᵀ + bias.
@@ -66,7 +66,8 @@ unsigned check_f32(const LayerParts& layer, const MatrixView<float>& y) noexcept
   if (w.out_bias != nullptr && w.out_weight == nullptr) p |= weight_null;  // a bias needs its projection
   if (!all_aligned(w.q_weight, w.k_weight, w.v_weight, w.q_bias, w.k_bias, w.v_bias, w.out_weight, w.out_bias))
     p |= weight_misaligned;
-  if (y.data == nullptr || !shape_ok(y)) return p;
+  // The overlaps whatever y is (integer arithmetic only): the caller reports a y of invalid shape before it looks
+  // at weight_aliasing. No shape test here, which would take shape_ok out of line: flash.
   const struct {
     const float* data;
     std::size_t floats;
