@@ -30,7 +30,10 @@ namespace {
 // IEEE binary16 → double from the definition (sign, 5-bit exponent with bias 15, 10-bit fraction).
 double decode_half(std::uint16_t h) {
   const int sign = h >> 15, e = (h >> 10) & 31, f = h & 1023;
-  const double mag = e == 0 ? std::ldexp(f, -24) : std::ldexp(1024 + f, e - 25);
+  // One integer significand and exponent, then one conversion (a conversion on each branch made GCC 12 emit an
+  // invalid conditional vcvt for Cortex-M55).
+  const int significand = e == 0 ? f : 1024 + f, exponent = e == 0 ? -24 : e - 25;
+  const double mag = std::ldexp(static_cast<double>(significand), exponent);
   return sign != 0 ? -mag : mag;
 }
 
