@@ -42,9 +42,14 @@ BUDGETS = {
     # links none of them (their kernel table is separate from detail::Kernels).
     # Raised by 256 B for the exact rotary reduction (sin_cos.hpp, +132), the C API's init weight checks (+48) and
     # microattn_linear's wrapper (+112): 16 440 B measured on M4.
-    "library text": 16640,
+    # Raised by 1152 B for layers from LayerWeightMatrices (the weight readers, layers.cpp +350; the C API's
+    # microattn_layer_init_matrices and its conversions, capi.cpp +750): 17 536 B measured on M4. A C++ firmware
+    # that builds its layers from LayerWeights links about 150 B of it (the fp32 reader), none of the rest.
+    "library text": 17792,
     # linear(): its checks, q8's chunked quantization and the scalar f32/f16/q8 kernels (linear.cpp, kernels/linear_*).
-    "linear text": 3584,  # 3333 B measured on M4
+    # 3333 B measured on M4, 3644 once layers share its checks (weight_problems) and its q8 path with a lent
+    # workspace (linear_checked): 3690 on M55.
+    "linear text": 3968,
     "library data + bss": 0,  # the library keeps no static state
     # Static worst case along the deepest path, the footprint probe's own frame (216 B) included: 1000 B on M4/M7
     # (QEMU measures 956 B), the issue's 1 KiB; it was 1128 B while the exact row path sat under the tile loop.
@@ -59,7 +64,9 @@ BUDGETS = {
 LINEAR_OBJECTS = re.compile(r"^src_(kernels_)?linear[a-z0-9_]*\.cpp\.o$")
 TARGET_BUDGETS = {
     "cortex-m55": {
-        "library text": 24320,  # two kernel tables: scalar (4.5 KiB) and Helium (7.2 KiB); 24 195 B measured
+        # two kernel tables: scalar (4.5 KiB) and Helium (7.2 KiB); 24 195 B measured, 25 261 with layers from
+        # LayerWeightMatrices
+        "library text": 25520,
         # Helium's gemm row tiles (56 + 80 + 120 B) under the few-query path: 1096 B measured (QEMU: 1052 B)
         "stack, any entry point": 1104,
         "firmware example text": 64 * 1024,
