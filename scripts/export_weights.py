@@ -332,9 +332,8 @@ def read_npz(path):
     return tensors
 
 
-TORCH_ALTERNATIVES = ("save the state_dict as .safetensors (safetensors.torch.save_file(model.state_dict(), ...)) or "
-                      ".npz (numpy.savez(..., **{k: v.numpy() for k, v in model.state_dict().items()})) and export "
-                      "that")
+TORCH_ALTERNATIVES = ("export a .safetensors (safetensors.torch.save_file) or .npz (numpy.savez) of the state_dict "
+                      "instead")
 
 
 def read_torch(path):
@@ -342,8 +341,8 @@ def read_torch(path):
     try:
         import torch
     except Exception as e:  # ImportError, or a broken installation
-        raise ExportError(path, f"reading a PyTorch .pt/.pth needs PyTorch (python3-torch), which cannot be imported "
-                                f"here ({type(e).__name__}): {TORCH_ALTERNATIVES}") from None
+        raise ExportError(path, f"reading a PyTorch .pt/.pth needs PyTorch (python3-torch), which is not installed "
+                                f"(import torch: {type(e).__name__}): {TORCH_ALTERNATIVES}") from None
     try:
         import inspect
         safe = "weights_only" in inspect.signature(torch.load).parameters

@@ -3,7 +3,16 @@
 here byte by byte, with float32, float16 and bfloat16 tensors, and a .npz), exports them, compiles programs that
 run every exported layer through the C API (C) and through MultiHeadAttention (C++), and compares their outputs
 with nn.MultiheadAttention's math in numpy float64 on the tensors as generated.
+Then the weight formats (--format f32, f16, q8 with groups per row, straddling rows evenly and unevenly, the
+whole matrix): the header's arrays decoded here (binary16 bits by hand, q8 as scale * q) and compared with the
+source tensors (f16: the bit pattern struct's own 'e' conversion gives, so within half an ulp; q8: the scale
+float32(max|w| / 127), |w - scale * q| <= scale / 2, ties to even, and, when PyTorch is installed, the same
+int8 values and scales as llama2.c's quantization written with torch ops), and every projection run through
+microattn_linear (C, NAME_c_matrices) and microattn::linear (C++, NAME_matrices) against a float64 product with
+the decoded weights, within linear's bound, with canaries around y. A .pt state_dict gives the same header as
+the .safetensors one when PyTorch is installed (skipped with a message otherwise).
 Usage: check_export_weights.py EXPORT_SCRIPT INCLUDE_DIR LIBRARY CC CXX [LINK_FLAG...]"""
+import re
 import json
 import os
 import struct
@@ -124,6 +133,342 @@ def compare(what, got, want):
         print(f"{what} layer {i}: max |error| {err.max():.3g} (bound {bound.min():.3g}..{bound.max():.3g})")
 
 
+# --- weight formats --------------------------------------------------------------------------------------------
+
+FE, FHEADS, FTOKENS = 12, 3, 5  # 12 columns: group 8 straddles rows unevenly, 36 evenly (3 rows)
+
+
+def header_arrays(text):
+    """{identifier: numpy array} of the header's static const float / uint16_t / int8_t arrays."""
+    arrays = {}
+    for ctype, ident, n, body in re.findall(r"^static const (float|uint16_t|int8_t) (\w+)\[(\d+)\] \w+ = \{\n(.*?)\n\};$",
+                                            text, re.M | re.S):
+        items = [v.strip() for v in body.replace("\n", " ").split(",") if v.strip()]
+        if ctype == "float":
+            a = np.array([float(v.rstrip("f")) for v in items], np.float32)
+        elif ctype == "uint16_t":
+            a = np.array([int(v, 16) for v in items], np.uint16)
+        else:
+            a = np.array([int(v) for v in items], np.int8)
+        check(a.size == int(n), f"{ident}: {a.size} values for [{n}]")
+        arrays[ident] = (ctype, a)
+    return arrays
+
+
+def half_value(bits):
+    """binary16 bit pattern -> float64, from the format's definition (not numpy's conversion)."""
+    sign = -1.0 if bits & 0x8000 else 1.0
+    e, m = (bits >> 10) & 0x1F, bits & 0x3FF
+    if e == 0x1F:
+        return sign * np.inf if m == 0 else np.nan
+    return sign * (m * 2.0 ** -24 if e == 0 else (1024 + m) * 2.0 ** (e - 25))
+
+
+def half_ulp(v):
+    """The spacing of binary16 values at |v| (2**-24 for subnormals)."""
+    a = abs(v)
+    return 2.0 ** -24 if a < 2.0 ** -14 else 2.0 ** (np.floor(np.log2(a)) - 10)
+
+
+def torch_quantize_q80(w, group):
+    """llama2.c's export.py quantize_q80 restated with torch ops: (int8 values, float32 scales)."""
+    import torch
+    t = torch.from_numpy(w.astype(np.float32).reshape(-1, group))
+    scale = t.abs().max(dim=1).values / 127.0
+    q = torch.round(t / scale[:, None]).to(torch.int8)
+    return q.numpy().reshape(w.shape), scale.numpy()
+
+
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def decoded_weights(what, arrays, ident, source, fmt, group):
+    """The weight matrix ident of the header decoded (float64), after checking it against source (float64)."""
+    ctype, data = arrays[ident]
+    rows, cols = source.shape
+    if fmt == "f32":
+        check(ctype == "float" and np.array_equal(data.astype(np.float64), source.ravel()), f"{what}: f32 values")
+        return data.astype(np.float64).reshape(rows, cols)
+    if fmt == "f16":
+        check(ctype == "uint16_t", f"{what}: f16 stored as {ctype}")
+        dec = np.array([half_value(int(b)) for b in data]).reshape(rows, cols)
+        want = np.array([struct.unpack("<H", struct.pack("<e", float(v)))[0] for v in source.ravel()], np.uint16)
+        check(np.array_equal(data, want), f"{what}: f16 bits differ from round-to-nearest-even at "
+                                          f"{np.flatnonzero(data != want)[:5]}")
+        err = np.abs(dec - source)
+        ulp = np.array([half_ulp(v) for v in source.ravel()]).reshape(rows, cols)
+        check(np.all(err <= ulp / 2), f"{what}: f16 error {err.max():.3g} over half an ulp")
+        return dec
+    check(ctype == "int8_t", f"{what}: q8 stored as {ctype}")
+    g = group or cols
+    _, scales = arrays[ident[:-len("_weight")] + "_scales"]
+    check(scales.size == rows * cols // g, f"{what}: {scales.size} scales for group {g}")
+    s = scales.astype(np.float64)
+    q = data.astype(np.float64).reshape(-1, g)
+    src = source.reshape(-1, g)
+    want_scale = (np.abs(src).max(axis=1) / 127).astype(np.float32)  # correctly rounded: float64, then float32
+    check(np.array_equal(scales, want_scale), f"{what}: scales are not float32(max|w| / 127)")
+    check(np.all(np.abs(q) <= 127), f"{what}: |q| > 127")
+    dec = s[:, None] * q
+    err = np.abs(dec - src)
+    check(np.all(err <= s[:, None] * (0.5 + 2.0 ** -17)), f"{what}: q8 error over scale / 2: "
+          f"{(err / np.maximum(s[:, None], 1e-300)).max():.6g} scales")
+    ratio = np.divide(src, s[:, None], out=np.zeros_like(src), where=s[:, None] > 0)
+    ties = (ratio - np.floor(ratio) == 0.5)
+    check(np.all(q[ties] % 2 == 0), f"{what}: a tie not rounded to even: w/scale {ratio[ties][q[ties] % 2 != 0]}")
+    check(np.all(q[s == 0] == 0), f"{what}: an all-zero group with q != 0")
+    if have_torch():
+        tq, ts = torch_quantize_q80(source, g)
+        zero = np.repeat(ts == 0, g).reshape(rows, cols)  # llama2.c divides 0 by 0 there
+        check(np.array_equal(tq[~zero], data.reshape(rows, cols)[~zero]) and
+              np.array_equal(ts[ts > 0], scales[ts > 0]), f"{what}: differs from llama2.c's quantize_q80")
+    return dec.reshape(rows, cols), int(ties.sum())
+
+
+def linear_programs(tmp, header, name, layers, x, include, library, cc, cxx, link_flags):
+    """Runs every projection of the header through microattn_linear (C) and microattn::linear (C++):
+    [{(layer, field): (format, rows, cols, group, y)}] for C and C++."""
+    fields = ("q", "k", "v", "out")
+    up = name.upper()
+    m, k = x.shape
+    xs = ", ".join("%.9ef" % v for v in x.astype(np.float32).ravel())
+    have = "microattn_layer_weight_matrices;" in open(os.path.join(include, "microattn", "microattn.h")).read()
+    # The C layer-matrices struct comes with the layer's init from matrices: until then, its fields as fixed
+    stand_in = "" if have else """
+typedef struct {
+  microattn_weight_matrix q, k, v;
+  const float* q_bias;
+  const float* k_bias;
+  const float* v_bias;
+  microattn_weight_matrix out;
+  const float* out_bias;
+} microattn_layer_weight_matrices;
+"""
+    canary = 8
+    body = []
+    for i, f in layers:
+        body.append(f'  run("{i} {f}", &{name}_c_matrices[{i}].{f}, {name}_c_matrices[{i}].{f}_bias);')
+    c_src = f"""#include <stdio.h>
+#include <microattn/microattn.h>
+{stand_in}
+#include "{header}"
+static const float x[{m * k}] = {{{xs}}};
+static float y[{canary} + {m} * {k} * 4 + {canary}];
+static void run(const char* what, const microattn_weight_matrix* w, const float* bias) {{
+  size_t j, n = {m} * w->rows;
+  int ok = 1;
+  microattn_cview xv = {{x, {m}, {k}, {k}}};
+  microattn_view yv;
+  yv.data = y + {canary}; yv.rows = {m}; yv.cols = w->rows; yv.stride = w->rows;
+  for (j = 0; j < sizeof y / sizeof y[0]; ++j) y[j] = 1234.5f;
+  if (microattn_linear(xv, w, bias, yv) != MICROATTN_OK) ok = 0;
+  for (j = 0; j < {canary}; ++j) ok &= y[j] == 1234.5f && y[{canary} + n + j] == 1234.5f;
+  printf("M %s %d %u %u %u %d\\n", what, (int)w->format, (unsigned)w->rows, (unsigned)w->cols, (unsigned)w->group, ok);
+  for (j = 0; j < n; ++j) printf("%.9g\\n", (double)y[{canary} + j]);
+}}
+int main(void) {{
+{chr(10).join(body)}
+  return 0;
+}}
+"""
+    cpp_body = [f'  run("{i} {f}", {name}_matrices[{i}].{f}, {name}_matrices[{i}].{f}_bias);' for i, f in layers]
+    cpp_src = f"""#include <cstdio>
+#include <microattn/microattn.h>
+{stand_in}
+#include "{header}"
+static const float x[{m * k}] = {{{xs}}};
+static float y[{canary} + {m} * {k} * 4 + {canary}];
+static void run(const char* what, const microattn::WeightMatrix& w, const float* bias) {{
+  std::size_t n = {m} * w.rows;
+  int ok = 1;
+  for (float& v : y) v = 1234.5f;
+  if (microattn::linear(microattn::make_view(x, {m}, {k}), w, bias, microattn::make_view(y + {canary}, {m}, w.rows)) !=
+      microattn::Status::ok) ok = 0;
+  for (std::size_t j = 0; j < {canary}; ++j) ok &= y[j] == 1234.5f && y[{canary} + n + j] == 1234.5f;
+  std::printf("M %s %d %u %u %u %d\\n", what, int(w.format), unsigned(w.rows), unsigned(w.cols), unsigned(w.group), ok);
+  for (std::size_t j = 0; j < n; ++j) std::printf("%.9g\\n", double{{y[{canary} + j]}});
+}}
+int main() {{
+{chr(10).join(cpp_body)}
+}}
+"""
+    results = []
+    for lang, compiler, src, flags in (("c", cc, c_src, ["-std=c99"]), ("cpp", cxx, cpp_src, ["-std=c++17"])):
+        path = os.path.join(tmp, f"linear_{name}.{lang}")
+        exe = os.path.join(tmp, f"linear_{name}_{lang}")
+        with open(path, "w") as f:
+            f.write(src)
+        subprocess.run([compiler] + flags + ["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", include, "-I", tmp,
+                                             "-c", path, "-o", exe + ".o"], check=True)
+        subprocess.run([compiler, exe + ".o", library, "-o", exe, "-lm"] + link_flags, check=True)
+        lines = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.splitlines()
+        out, n = {}, 0
+        while n < len(lines):
+            _, i, f, fmt, rows, cols, group, ok = lines[n].split()
+            rows = int(rows)
+            y = np.array([float(v) for v in lines[n + 1:n + 1 + m * rows]]).reshape(m, rows)
+            out[int(i), f] = (int(fmt), rows, int(cols), int(group), int(ok), y)
+            n += 1 + m * rows
+        results.append(out)
+    return results
+
+
+def linear_bound(x, w, b, fmt):
+    """linear's error bound (weights.hpp) against the float64 product with w as stored, s_g taken as the row's
+    max|x| / 127 (no smaller than any group's)."""
+    u, k = 2.0 ** -24, w.shape[1]
+    mag = np.abs(x) @ np.abs(w).T + (0 if b is None else np.abs(b))
+    if fmt != "q8":
+        return 2 * (k + 3) * u * mag
+    s = np.abs(x).max(axis=1, keepdims=True) / 127
+    quant = s * np.abs(w).sum(axis=1)[None, :]
+    return 0.5 * (1 + 2.0 ** -16) * quant + 2 * (k + 3) * u * (mag + quant)
+
+
+def format_model(rng):
+    """Two nn.MultiheadAttention(FE, FHEADS) layers as float32 {name: array}, with values that test the rounding:
+    binary16 ties, subnormals, -0, 60000 (f16's range), q8 ties (a group whose scale is 2**-6 exactly holding
+    w / scale = k + 0.5), an all-zero row."""
+    t = {}
+    for i in range(2):
+        p = f"encoder.layers.{i}.self_attn."
+        w = rng.uniform(-0.3, 0.3, (3 * FE, FE)).astype(np.float32)
+        b = rng.uniform(-0.3, 0.3, 3 * FE).astype(np.float32)
+        wo = rng.uniform(-0.3, 0.3, (FE, FE)).astype(np.float32)
+        bo = rng.uniform(-0.3, 0.3, FE).astype(np.float32)
+        if i == 0:
+            # q rows: binary16 ties (1 + 2**-11 between 1 and 1 + 2**-10, 1 + 3 * 2**-11), subnormal and tiny values
+            w[0, :6] = [1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 2.0 ** -25, 3 * 2.0 ** -26, -0.0, 2.0 ** -20]
+            w[1, :3] = [60000.0, -65504.0, 2.0 ** -14 + 2.0 ** -25]
+            w[2, :] = 0.0  # q8: scale 0
+            # v (rows 2FE..3FE): the largest |w| of the matrix (127 * 2**-6 = 1.984375) and ties in the first 8
+            t6 = 2.0 ** -6
+            w[2 * FE, :8] = np.array([127, 0.5, 1.5, 2.5, -2.5, -0.5, 3.5, 0]) * t6
+            w[2 * FE, 8:] = np.array([-127, 4.5, -5.5, 6.5]) * t6
+        t.update({p + "in_proj_weight": w, p + "in_proj_bias": b, p + "out_proj.weight": wo, p + "out_proj.bias": bo})
+    return t
+
+
+def check_formats(tmp, export, include, library, cc, cxx, link_flags, rng):
+    model = format_model(rng)
+    st_path = os.path.join(tmp, "fmt.safetensors")
+    write_safetensors(st_path, {k: ("F32", v) for k, v in model.items()})
+    x = rng.uniform(-1, 1, (FTOKENS, FE)).astype(np.float32)
+    x[1, 3] = 40.0  # one large element: q8's activation scale is set by it
+    x[2, :] = 0.0
+    x = x.astype(np.float64)
+    sources = {}
+    for i in range(2):
+        p = f"encoder.layers.{i}.self_attn."
+        w, b = model[p + "in_proj_weight"].astype(np.float64), model[p + "in_proj_bias"].astype(np.float64)
+        for j, f in enumerate("qkv"):
+            sources[i, f] = (w[j * FE:(j + 1) * FE], b[j * FE:(j + 1) * FE])
+        sources[i, "out"] = (model[p + "out_proj.weight"].astype(np.float64),
+                             model[p + "out_proj.bias"].astype(np.float64))
+    headers = {}
+    for fmt, group in (("f32", None), ("f16", None), ("q8", None), ("q8", 8), ("q8", 36), ("q8", 3), ("q8", 144),
+                       ("q8", 1)):
+        what = f"--format {fmt}" + (f" --group {group}" if group else "")
+        name = "fm_" + fmt + (f"_{group}" if group else "")
+        header = os.path.join(tmp, name + ".h")
+        argv = [export, st_path, "--heads", str(FHEADS), "-o", header, "--name", name, "--format", fmt]
+        subprocess.run(argv + (["--group", str(group)] if group else []), check=True, capture_output=True)
+        with open(header) as f:
+            text = f.read()
+        headers[fmt, group] = text
+        arrays = header_arrays(text)
+        check(("_c_weights[" in text) == (fmt == "f32"), f"{what}: microattn_layer_weights only for f32")
+        check(f"#define {name.upper()}_FORMAT MICROATTN_FORMAT_{fmt.upper()}" in text, f"{what}: FORMAT macro")
+        decoded, ties = {}, 0
+        for (i, f), (w, b) in sources.items():
+            ident = f"{name}_{i}_{f}_weight"
+            got = decoded_weights(f"{what} {ident}", arrays, ident, w, fmt, group)
+            if fmt == "q8":
+                got, n = got
+                ties += n
+            decoded[i, f] = got
+            check(np.array_equal(arrays[f"{name}_{i}_{f}_bias"][1], b.astype(np.float32)), f"{what}: {f} bias")
+        results = linear_programs(tmp, name + ".h", name, sorted(sources), x.astype(np.float32), include, library, cc,
+                                  cxx, link_flags)
+        worst = 0.0
+        for lang, res in zip(("C", "C++"), results):
+            for (i, f), (w, b) in sources.items():
+                code, rows, cols, g, ok, y = res[i, f]
+                want_group = 0 if fmt != "q8" else (group or FE)
+                check((code, rows, cols, g, ok) == ({"f32": 0, "f16": 1, "q8": 2}[fmt], FE, FE, want_group, 1),
+                      f"{what} {lang} {i} {f}: format {code} {rows}x{cols} group {g}, ok (status, canaries) {ok}")
+                ref = x @ decoded[i, f].T + b
+                err = np.abs(y - ref)
+                bound = linear_bound(x, decoded[i, f], b, fmt)
+                check(np.all(err <= bound), f"{what} {lang} {i} {f}: linear error {err.max():.3g} over the bound "
+                                            f"(at {np.unravel_index(np.argmax(err - bound), err.shape)})")
+                worst = max(worst, float((err / np.maximum(bound, 1e-300)).max()))
+        print(f"{what}: arrays decoded and checked against the source ({ties} q8 ties), 8 projections through "
+              f"linear in C and C++: max error {worst:.3g} of the bound")
+    # --format f32 is the default header plus the matrices
+    default = os.path.join(tmp, "fm_f32.h")
+    subprocess.run([export, st_path, "--heads", str(FHEADS), "-o", default, "--name", "fm_f32"], check=True,
+                   capture_output=True)
+    with open(default) as f:
+        plain = f.read()
+    extra = headers["f32", None]
+    check(plain.split("/* clang-format on */")[0].split("/* clang-format off */")[1] in extra,
+          "--format f32: arrays and layer weights differ from the default header's")
+    # the Llama layout with grouped-query attention (k, v 4 x 12), through .npz
+    hd = FE // FHEADS
+    llama = {"model.layers.0.self_attn.q_proj.weight": rng.uniform(-1, 1, (FE, FE)).astype(np.float32),
+             "model.layers.0.self_attn.k_proj.weight": rng.uniform(-1, 1, (hd, FE)).astype(np.float32),
+             "model.layers.0.self_attn.v_proj.weight": rng.uniform(-1, 1, (hd, FE)).astype(np.float32),
+             "model.layers.0.self_attn.o_proj.weight": rng.uniform(-1, 1, (FE, FE)).astype(np.float32)}
+    npz = os.path.join(tmp, "gqa.npz")
+    np.savez(npz, **llama)
+    for fmt, group in (("f16", None), ("q8", 8), ("q8", None)):
+        name = "gqa_" + fmt + (f"_{group}" if group else "")
+        header = os.path.join(tmp, name + ".h")
+        subprocess.run([export, npz, "--heads", str(FHEADS), "-o", header, "--name", name, "--format", fmt] +
+                       (["--group", str(group)] if group else []), check=True, capture_output=True)
+        with open(header) as f:
+            arrays = header_arrays(f.read())
+        what = f"npz GQA --format {fmt}" + (f" --group {group}" if group else "")
+        decoded = {}
+        for f, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("out", "o_proj")):
+            w = llama[f"model.layers.0.self_attn.{theirs}.weight"].astype(np.float64)
+            got = decoded_weights(f"{what} {f}", arrays, f"{name}_0_{f}_weight", w, fmt, group)
+            decoded[f] = (got[0] if fmt == "q8" else got, w)
+        results = linear_programs(tmp, name + ".h", name, [(0, f) for f in decoded], x.astype(np.float32), include,
+                                  library, cc, cxx, link_flags)
+        for lang, res in zip(("C", "C++"), results):
+            for f, (dec, w) in decoded.items():
+                code, rows, cols, g, ok, y = res[0, f]
+                check((rows, cols, ok) == (w.shape[0], FE, 1), f"{what} {lang} {f}: {rows}x{cols} ok {ok}")
+                err = np.abs(y - x @ dec.T)
+                check(np.all(err <= linear_bound(x, dec, None, fmt)), f"{what} {lang} {f}: error {err.max():.3g}")
+        print(f"{what}: checked, 4 projections through linear in C and C++")
+    # a .pt state_dict: the same header as the .safetensors file
+    if not have_torch():
+        print("SKIP .pt input: PyTorch is not installed (python3-torch)")
+        return
+    import torch
+    pt = os.path.join(tmp, "fmt.pt")
+    torch.save({k: torch.from_numpy(v) for k, v in model.items()}, pt)
+    for fmt, group in ((None, None), ("f16", None), ("q8", 8)):
+        name = "fm_" + (fmt or "f32") + (f"_{group}" if group else "")
+        header = os.path.join(tmp, name + "_pt.h")
+        argv = [export, pt, "--heads", str(FHEADS), "-o", header, "--name", name]
+        argv += (["--format", fmt] if fmt else []) + (["--group", str(group)] if group else [])
+        subprocess.run(argv, check=True, capture_output=True)
+        with open(header) as f:
+            text = f.read().replace("fmt.pt", "fmt.safetensors").replace(name.upper() + "_PT_H", name.upper() + "_H")
+        want = plain if fmt is None else headers[fmt, group]
+        check(text == want, f".pt --format {fmt}: the header differs from the .safetensors one")
+    print(".pt input: the same headers as from .safetensors (default, f16, q8 group 8)")
+
+
 def main():
     export, include, library, cc, cxx = sys.argv[1:6]
     link_flags = sys.argv[6:]
@@ -201,6 +546,9 @@ def main():
         write_safetensors(empty, {"w": ("F32", np.ones((2, 2), np.float32))})
         r = subprocess.run([export, empty, "--heads", "1", "-o", header], capture_output=True, text=True)
         check(r.returncode != 0 and "no attention layer" in r.stderr, "file without layers accepted")
+
+        # 4. weight formats
+        check_formats(tmp, export, include, library, cc, cxx, link_flags, rng)
 
     print("FAILED" if failures else "PASSED", f"({len(failures)} failures)")
     return 1 if failures else 0
