@@ -469,6 +469,45 @@ def check_formats(tmp, export, include, library, cc, cxx, link_flags, rng):
     print(".pt input: the same headers as from .safetensors (default, f16, q8 group 8)")
 
 
+NPZ_ONE_LINER = ('numpy.savez("model.npz", **{k: v.detach().float().cpu().numpy() '
+                 'for k, v in model.state_dict().items()})')  # the README's line, run as written
+
+
+def check_torch_module(tmp, export, include, library, cc, cxx, link_flags):
+    """A real nn.TransformerEncoder's attention, saved with the README's one-line .npz export (from bfloat16
+    parameters too), exported, run through both APIs and compared with PyTorch's own float64 forward."""
+    if not have_torch():
+        print("SKIP the PyTorch module through the README's .npz line: PyTorch is not installed (python3-torch)")
+        return
+    import torch
+    torch.manual_seed(3)
+    model = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(E, HEADS, 32, batch_first=True), 2)
+    model.eval()
+    with torch.no_grad():  # the encoder's layers start as copies of one: each its own weights
+        for p in model.parameters():
+            p.uniform_(-0.3, 0.3)
+    model.layers[1].to(torch.bfloat16)
+    x = torch.rand(1, TOKENS, E, dtype=torch.float64) * 2 - 1
+    want = []
+    for layer in model.layers:
+        dtype = next(layer.parameters()).dtype
+        a = layer.self_attn.double()  # exact from float32 and bfloat16
+        want.append(a(x, x, x, need_weights=False)[0][0].detach().numpy())
+        a.to(dtype)
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        exec(NPZ_ONE_LINER, {"numpy": np, "model": model})
+    finally:
+        os.chdir(cwd)
+    header = os.path.join(tmp, "torch_weights.h")
+    subprocess.run([export, os.path.join(tmp, "model.npz"), "--heads", str(HEADS), "-o", header, "--name", "tm"],
+                   check=True)
+    got = run_programs(tmp, header, "tm", range(2), x[0].numpy(), include, library, cc, cxx, link_flags)
+    compare("PyTorch nn.TransformerEncoder via the .npz line (C API)", got[0], want)
+    compare("PyTorch nn.TransformerEncoder via the .npz line (C++)", got[1], want)
+
+
 def main():
     export, include, library, cc, cxx = sys.argv[1:6]
     link_flags = sys.argv[6:]
@@ -549,6 +588,7 @@ def main():
 
         # 4. weight formats
         check_formats(tmp, export, include, library, cc, cxx, link_flags, rng)
+        check_torch_module(tmp, export, include, library, cc, cxx, link_flags)
 
     print("FAILED" if failures else "PASSED", f"({len(failures)} failures)")
     return 1 if failures else 0
