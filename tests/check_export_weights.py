@@ -318,6 +318,67 @@ int main() {{
     return results
 
 
+def layer_programs(tmp, header, name, x, include, library, cc, cxx, link_flags):
+    """Every layer of the header from its weight matrices, forward over x: {"C" / "C++": layers x rows x cols},
+    for the APIs the headers have (the layer from weight matrices may not be there yet)."""
+    with open(os.path.join(include, "microattn", "microattn.h")) as f:
+        c_api = "microattn_layer_init_matrices(" in f.read()
+    with open(os.path.join(include, "microattn", "layers.hpp")) as f:
+        cpp_api = "MultiHeadAttention(const LayerWeightMatrices&" in f.read()
+    up, (m, k) = name.upper(), x.shape
+    xs = ", ".join("%.9ef" % v for v in x.astype(np.float32).ravel())
+    seq = 8
+    programs = []
+    if c_api:
+        programs.append(("C", cc, "c", ["-std=c99"], f"""#include <stdio.h>
+#include "{header}"
+static const float x[{m * k}] = {{{xs}}};
+static float cache[MICROATTN_LAYER_CACHE_FLOATS({seq}, {up}_MODEL_DIM, {up}_HEADS, {up}_KV_HEADS)];
+static float scratch[MICROATTN_LAYER_SCRATCH_FLOATS({up}_MODEL_DIM, {up}_HEADS)];
+static float y[{m * k}];
+int main(void) {{
+  int i, j;
+  for (i = 0; i < {up}_LAYERS; ++i) {{
+    microattn_layer layer;
+    microattn_cview xv = {{x, {m}, {k}, {k}}};
+    microattn_view yv = {{y, {m}, {k}, {k}}};
+    if (microattn_layer_init_matrices(&layer, {seq}, {up}_MODEL_DIM, {up}_HEADS, {up}_KV_HEADS, &{name}_c_matrices[i],
+                                      NULL, MICROATTN_FORMAT_F32, cache, sizeof cache, scratch,
+                                      sizeof scratch / sizeof scratch[0]) != MICROATTN_OK ||
+        microattn_layer_forward(&layer, xv, yv, NULL) != MICROATTN_OK) return 1;
+    for (j = 0; j < {m * k}; ++j) printf("%.9g\n", (double)y[j]);
+  }}
+  return 0;
+}}
+"""))
+    if cpp_api:
+        programs.append(("C++", cxx, "cpp", ["-std=c++17"], f"""#include <cstdio>
+#include "{header}"
+static const float x[{m * k}] = {{{xs}}};
+static float y[{m * k}];
+int main() {{
+  for (int i = 0; i < {up}_LAYERS; ++i) {{
+    microattn::MultiHeadAttention<{seq}, {up}_MODEL_DIM, {up}_HEADS, {up}_KV_HEADS> layer{{{name}_matrices[i]}};
+    if (layer.forward(microattn::make_view(x, {m}, {k}), microattn::make_view(y, {m}, {k})) != microattn::Status::ok)
+      return 1;
+    for (float v : y) std::printf("%.9g\n", double{{v}});
+  }}
+}}
+"""))
+    results = {}
+    for lang, compiler, ext, flags, src in programs:
+        path = os.path.join(tmp, f"layer_{name}.{ext}")
+        exe = os.path.join(tmp, f"layer_{name}_{ext}")
+        with open(path, "w") as f:
+            f.write(src)
+        subprocess.run([compiler] + flags + ["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", include, "-I", tmp,
+                                             "-c", path, "-o", exe + ".o"], check=True)
+        subprocess.run([compiler, exe + ".o", library, "-o", exe, "-lm"] + link_flags, check=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+        results[lang] = np.array([float(v) for v in out]).reshape(-1, m, k)
+    return results
+
+
 def linear_bound(x, w, b, fmt):
     """linear's error bound (weights.hpp) against the float64 product with w as stored, s_g taken as the row's
     max|x| / 127 (no smaller than any group's)."""
@@ -410,6 +471,22 @@ def check_formats(tmp, export, include, library, cc, cxx, link_flags, rng):
                 worst = max(worst, float((err / np.maximum(bound, 1e-300)).max()))
         print(f"{what}: arrays decoded and checked against the source ({ties} q8 ties), 8 projections through "
               f"linear in C and C++: max error {worst:.3g} of the bound")
+        layer_out = layer_programs(tmp, name + ".h", name, x.astype(np.float32), include, library, cc, cxx, link_flags)
+        wants = [mha(x, decoded[i, "q"], decoded[i, "k"], decoded[i, "v"], sources[i, "q"][1], sources[i, "k"][1],
+                     sources[i, "v"][1], decoded[i, "out"], sources[i, "out"][1], FHEADS) for i in range(2)]
+        for lang, got in layer_out.items():
+            for i, want in enumerate(wants):
+                err = np.abs(got[i] - want)
+                scale = np.abs(want).max(axis=1, keepdims=True)
+                # f32 / f16: the fp32 layer's bound of compare(); q8: x quantized to 8 bits in every projection,
+                # a sanity tolerance of 3 % of the row (linear()'s own bound is checked above)
+                bound = (8.0 * (3 * FE + 2 * FTOKENS + 32) * 2.0 ** -24 + (0.03 if fmt == "q8" else 0)) * scale + 1e-6
+                check(np.all(err <= bound), f"{what} layer {i} from weight matrices ({lang}): error {err.max():.3g}")
+            print(f"{what}: both layers from weight matrices ({lang}) against float64 attention of the decoded "
+                  f"weights: max error {max(np.abs(g - w).max() for g, w in zip(got, wants)):.3g}")
+        if not layer_out and fmt == "f32":
+            print("SKIP layers from weight matrices: this microattn has no microattn_layer_init_matrices / "
+                  "MultiHeadAttention(const LayerWeightMatrices&) yet")
     # --format f32 is the default header plus the matrices
     default = os.path.join(tmp, "fm_f32.h")
     subprocess.run([export, st_path, "--heads", str(FHEADS), "-o", default, "--name", "fm_f32"], check=True,
