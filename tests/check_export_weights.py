@@ -230,16 +230,13 @@ def decoded_weights(what, arrays, ident, source, fmt, group):
     return dec.reshape(rows, cols), int(ties.sum())
 
 
-def linear_programs(tmp, header, name, layers, x, include, library, cc, cxx, link_flags):
-    """Runs every projection of the header through microattn_linear (C) and microattn::linear (C++):
-    [{(layer, field): (format, rows, cols, group, y)}] for C and C++."""
-    fields = ("q", "k", "v", "out")
-    up = name.upper()
-    m, k = x.shape
-    xs = ", ".join("%.9ef" % v for v in x.astype(np.float32).ravel())
-    have = "microattn_layer_weight_matrices;" in open(os.path.join(include, "microattn", "microattn.h")).read()
-    # The C layer-matrices struct comes with the layer's init from matrices: until then, its fields as fixed
-    stand_in = "" if have else """
+def layer_matrices_stand_in(include):
+    """The C struct of a layer's weight matrices, with the fields fixed for the C API, where microattn.h does
+    not declare it yet ('' where it does)."""
+    with open(os.path.join(include, "microattn", "microattn.h")) as f:
+        if "microattn_layer_weight_matrices;" in f.read():
+            return ""
+    return """
 typedef struct {
   microattn_weight_matrix q, k, v;
   const float* q_bias;
@@ -249,6 +246,15 @@ typedef struct {
   const float* out_bias;
 } microattn_layer_weight_matrices;
 """
+
+
+def linear_programs(tmp, header, name, layers, x, include, library, cc, cxx, link_flags):
+    """Runs every projection of the header through microattn_linear (C) and microattn::linear (C++):
+    [{(layer, field): (format, rows, cols, group, y)}] for C and C++."""
+    up = name.upper()
+    m, k = x.shape
+    xs = ", ".join("%.9ef" % v for v in x.astype(np.float32).ravel())
+    stand_in = layer_matrices_stand_in(include)
     canary = 8
     body = []
     for i, f in layers:
@@ -346,13 +352,15 @@ int main(void) {{
                                       NULL, MICROATTN_FORMAT_F32, cache, sizeof cache, scratch,
                                       sizeof scratch / sizeof scratch[0]) != MICROATTN_OK ||
         microattn_layer_forward(&layer, xv, yv, NULL) != MICROATTN_OK) return 1;
-    for (j = 0; j < {m * k}; ++j) printf("%.9g\n", (double)y[j]);
+    for (j = 0; j < {m * k}; ++j) printf("%.9g\\n", (double)y[j]);
   }}
   return 0;
 }}
 """))
     if cpp_api:
         programs.append(("C++", cxx, "cpp", ["-std=c++17"], f"""#include <cstdio>
+#include <microattn/microattn.h>
+{layer_matrices_stand_in(include)}
 #include "{header}"
 static const float x[{m * k}] = {{{xs}}};
 static float y[{m * k}];
@@ -361,7 +369,7 @@ int main() {{
     microattn::MultiHeadAttention<{seq}, {up}_MODEL_DIM, {up}_HEADS, {up}_KV_HEADS> layer{{{name}_matrices[i]}};
     if (layer.forward(microattn::make_view(x, {m}, {k}), microattn::make_view(y, {m}, {k})) != microattn::Status::ok)
       return 1;
-    for (float v : y) std::printf("%.9g\n", double{{v}});
+    for (float v : y) std::printf("%.9g\\n", double{{v}});
   }}
 }}
 """))
@@ -483,7 +491,9 @@ def check_formats(tmp, export, include, library, cc, cxx, link_flags, rng):
                 bound = (8.0 * (3 * FE + 2 * FTOKENS + 32) * 2.0 ** -24 + (0.03 if fmt == "q8" else 0)) * scale + 1e-6
                 check(np.all(err <= bound), f"{what} layer {i} from weight matrices ({lang}): error {err.max():.3g}")
             print(f"{what}: both layers from weight matrices ({lang}) against float64 attention of the decoded "
-                  f"weights: max error {max(np.abs(g - w).max() for g, w in zip(got, wants)):.3g}")
+                  f"weights: max error {max(np.abs(g - w).max() for g, w in zip(got, wants)):.3g}, "
+                  f"{max((np.abs(g - w) / np.abs(w).max(axis=1, keepdims=True)).max() for g, w in zip(got, wants)):.3g} "
+                  "of the row's max |y|")
         if not layer_out and fmt == "f32":
             print("SKIP layers from weight matrices: this microattn has no microattn_layer_init_matrices / "
                   "MultiHeadAttention(const LayerWeightMatrices&) yet")
