@@ -251,7 +251,6 @@ typedef struct {
 def linear_programs(tmp, header, name, layers, x, include, library, cc, cxx, link_flags):
     """Runs every projection of the header through microattn_linear (C) and microattn::linear (C++):
     [{(layer, field): (format, rows, cols, group, y)}] for C and C++."""
-    up = name.upper()
     m, k = x.shape
     xs = ", ".join("%.9ef" % v for v in x.astype(np.float32).ravel())
     stand_in = layer_matrices_stand_in(include)
@@ -490,10 +489,10 @@ def check_formats(tmp, export, include, library, cc, cxx, link_flags, rng):
                 # a sanity tolerance of 3 % of the row (linear()'s own bound is checked above)
                 bound = (8.0 * (3 * FE + 2 * FTOKENS + 32) * 2.0 ** -24 + (0.03 if fmt == "q8" else 0)) * scale + 1e-6
                 check(np.all(err <= bound), f"{what} layer {i} from weight matrices ({lang}): error {err.max():.3g}")
+            worst = max(np.abs(g - w).max() for g, w in zip(got, wants))
+            relative = max((np.abs(g - w) / np.abs(w).max(axis=1, keepdims=True)).max() for g, w in zip(got, wants))
             print(f"{what}: both layers from weight matrices ({lang}) against float64 attention of the decoded "
-                  f"weights: max error {max(np.abs(g - w).max() for g, w in zip(got, wants)):.3g}, "
-                  f"{max((np.abs(g - w) / np.abs(w).max(axis=1, keepdims=True)).max() for g, w in zip(got, wants)):.3g} "
-                  "of the row's max |y|")
+                  f"weights: max error {worst:.3g}, {relative:.3g} of the row's max |y|")
         if not layer_out and fmt == "f32":
             print("SKIP layers from weight matrices: this microattn has no microattn_layer_init_matrices / "
                   "MultiHeadAttention(const LayerWeightMatrices&) yet")
