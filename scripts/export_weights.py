@@ -2,13 +2,31 @@
 """Exports attention weights from a PyTorch state_dict (.safetensors or .npz) to a C/C++ header for microattn.
 
     scripts/export_weights.py MODEL.safetensors --heads 4 [--kv-heads 2] -o weights.h [--name model]
-                              [--prefix REGEX] [--list]
+                              [--prefix REGEX] [--format f32|f16|q8 [--group N]] [--list]
 
-Reads (numpy only, no PyTorch):
+Reads (numpy; PyTorch only for .pt/.pth):
   .safetensors   parsed directly: 8-byte little-endian header length, JSON header (dtype, shape, data_offsets per
                  tensor), raw little-endian tensors; F32 as is, F16 and BF16 converted to float32 exactly, F64
                  rounded to float32.
   .npz           numpy.savez or numpy.savez_compressed of the state_dict ({name: tensor.numpy()}); no pickles.
+  .pt, .pth      torch.save(model.state_dict()), read with torch.load (weights_only=True where the installed
+                 PyTorch has it, which loads tensors and containers only, never code); nested dicts (a checkpoint
+                 {"model": state_dict, ...}) are read with their keys joined by '.'. Needs PyTorch (python3-torch);
+                 without it, one line naming the alternatives (.safetensors, .npz).
+Weight formats (--format; the biases always stay float32):
+  (none)  float32 arrays and microattn_layer_weights / LayerWeights initializers: the header of earlier versions.
+  f32     the same, plus WeightMatrix initializers (below).
+  f16     IEEE-754 binary16 bit patterns (uint16_t), float32 rounded to nearest, ties to even (exact for F16
+          input); a value beyond float16's range (|w| > 65504 after rounding) is refused.
+  q8      int8 with one float scale per group of --group N consecutive elements in row-major order (default: one
+          scale per row, N = cols); element i = scale[i / N] * q[i]. As llama2.c's export.py (version 2): scale =
+          max|w| / 127 over the group (float32), q = round(w / scale) (a float32 division) with ties to even (as
+          torch.round), so |w - scale * q| <= scale / 2 for normal scales; an all-zero group has scale 0 and q 0.
+          N must divide every weight matrix's rows * cols (it may straddle rows).
+  With --format, the header also holds NAME_c_matrices[NAME_LAYERS] (microattn_layer_weight_matrices, for
+  microattn_layer_init_matrices) and, in C++, NAME_matrices[NAME_LAYERS] (microattn::LayerWeightMatrices, for
+  MultiHeadAttention's constructor from weight matrices); a projection is NAME_c_matrices[i].q, usable with
+  microattn_linear / microattn::linear.
 Finds every attention layer by its names (the prefix before them tells layers apart; --prefix keeps those whose
 prefix matches a regular expression, e.g. 'encoder\\.layers\\.[0-3]\\.'):
   nn.MultiheadAttention  PREFIX in_proj_weight (3E x E: the q, k, v row blocks), in_proj_bias, out_proj.weight,
@@ -36,6 +54,8 @@ writing nothing (the header is written to a temporary file and renamed over OUTP
   or holds a pickled (object) array where a layer needs weights;
   a layer whose tensors are not floating point, hold NaN or inf (or F64 values beyond float32's range), or have
   shapes that do not fit together (--heads, --kv-heads, an empty projection);
+  a weight beyond float16's range (--format f16), a --group that does not divide a weight matrix (--format q8);
+  a .pt/.pth without PyTorch installed, or one torch.load cannot read as a state_dict (a whole pickled model);
   parts of a layer microattn's layer does not compute: nn.MultiheadAttention(add_bias_kv=True) (bias_k,
   bias_v), separate q/k/v_proj_weight (kdim or vdim other than embed_dim), per-head q_norm / k_norm.
 Tensors no layer uses may be of any dtype (e.g. an int64 num_batches_tracked).
@@ -312,6 +332,72 @@ def read_npz(path):
     return tensors
 
 
+TORCH_ALTERNATIVES = ("export a .safetensors (safetensors.torch.save_file) or .npz (numpy.savez) of the state_dict "
+                      "instead")
+
+
+def read_torch(path):
+    """A torch.save'd state_dict: {name: float32 array or Unusable}; nested dicts' keys joined by '.'."""
+    try:
+        import torch
+    except Exception as e:  # ImportError, or a broken installation
+        raise ExportError(path, f"reading a PyTorch .pt/.pth needs PyTorch (python3-torch), which is not installed "
+                                f"(import torch: {type(e).__name__}): {TORCH_ALTERNATIVES}") from None
+    try:
+        import inspect
+        safe = "weights_only" in inspect.signature(torch.load).parameters
+    except (TypeError, ValueError):
+        safe = False
+    try:
+        # weights_only: tensors and plain containers only, no code run from the pickle
+        loaded = torch.load(path, map_location="cpu", **({"weights_only": True} if safe else {}))
+    except OSError as e:
+        raise ExportError(path, f"cannot read it: {e.strerror or e}") from None
+    except MemoryError:
+        raise
+    except Exception as e:  # torch.load raises many kinds for a file it cannot read
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ExportError(path, f"torch.load cannot read it as a state_dict ({type(e).__name__}: {first[:200]}); "
+                                "save model.state_dict(), not the model, or use .safetensors / .npz") from None
+    if not isinstance(loaded, dict):
+        raise ExportError(path, f"holds a {type(loaded).__name__}, not a state_dict (a dict of tensors): save "
+                                "model.state_dict()")
+    tensors = {}
+
+    def add(prefix, mapping, depth):
+        for key, value in mapping.items():
+            name = prefix + str(key)
+            if isinstance(value, dict) and depth < MAX_DIMS:
+                add(name + ".", value, depth + 1)
+            elif name in tensors:
+                raise ExportError(path, f"tensor {shown(name)} appears twice (a key with a '.' and a nested dict)")
+            else:
+                tensors[name] = torch_tensor(torch, value)
+    add("", loaded, 0)
+    return tensors
+
+
+def torch_tensor(torch, t):
+    """A torch value as float32 array, or Unusable for anything but a dense floating-point tensor."""
+    if not isinstance(t, torch.Tensor):
+        return Unusable((), f"a {type(t).__name__}", "a layer's weights must be floating-point tensors")
+    shape = tuple(int(s) for s in t.shape)
+    try:
+        count_elements(shape, "shape")
+    except ValueError as e:
+        return Unusable(shape, "a tensor", str(e))
+    dtype = str(t.dtype).replace("torch.", "")
+    if t.layout != torch.strided or t.is_quantized:
+        return Unusable(shape, f"a {dtype} tensor of layout {str(t.layout).replace('torch.', '')}"
+                               f"{' (quantized)' if t.is_quantized else ''}", "a layer's weights must be dense floats")
+    if not t.is_floating_point():
+        return Unusable(shape, f"dtype {dtype}", "a layer's weights must be floating point")
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.float64:
+        return to_float32(t.numpy().ravel(), shape)
+    return t.to(torch.float32).numpy().reshape(shape)  # float16, bfloat16 and float8 widen exactly
+
+
 def natural_key(text):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
@@ -463,44 +549,174 @@ def include_guard(path, macros):
     return guard + "_H" if guard in macros else guard
 
 
-def header_text(path, name, source, layers, d, heads, kv_heads):
+WEIGHTS = ("q_weight", "k_weight", "v_weight", "out_weight")
+FORMATS = {"f32": "F32", "f16": "F16", "q8": "Q8"}
+
+
+def c_ints(values, fmt, per_line):
+    items = [fmt % int(v) for v in np.asarray(values).ravel()]
+    return "\n".join("    " + ", ".join(items[i:i + per_line]) + "," for i in range(0, len(items), per_line))
+
+
+def to_f16(source, label, w):
+    """w (float32) as binary16 bit patterns, rounded to nearest, ties to even (numpy's conversion)."""
+    with np.errstate(over="ignore"):
+        h = w.astype(np.float16)
+    beyond = ~np.isfinite(h)  # w is finite (check_shapes)
+    if beyond.any():
+        i = np.flatnonzero(beyond.ravel())[0]
+        raise ExportError(source, f"{label} holds {float(w.ravel()[i]):.9g} (flat index {i}), beyond float16's "
+                                  "range (65504): export it as f32 or q8")
+    return h.view(np.uint16)
+
+
+def to_q8(w, group):
+    """w (float32) as (int8 values, float32 scales), one scale per group of consecutive elements, as llama2.c's
+    export.py quantize_q80: scale = absmax / 127 and q = round(w / scale) in float32, ties to even."""
+    g = w.astype(np.float32).reshape(-1, group)
+    scale = (np.abs(g).max(axis=1) / np.float32(127)).astype(np.float32)
+    divisor = np.where(scale > 0, scale, np.float32(1))  # an all-zero group: scale 0, q 0 (llama2.c divides 0 by 0)
+    q = np.clip(np.rint(g / divisor[:, None]), -127, 127)  # the clip only matters for subnormal scales
+    return q.astype(np.int8).reshape(w.shape), scale
+
+
+def encode(source, layers, fmt, group):
+    """{(layer index, weight field): (storage array, scales or None, group or 0)} in format fmt."""
+    encoded = {}
+    for i, (_, layer) in enumerate(layers):
+        for field in WEIGHTS:
+            if field not in layer:
+                continue
+            label, w = layer[field]
+            if fmt == "f32":
+                encoded[i, field] = (w, None, 0)
+            elif fmt == "f16":
+                encoded[i, field] = (to_f16(source, label, w), None, 0)
+            else:
+                n = group if group is not None else w.shape[1]
+                if w.size % n != 0:
+                    raise ExportError(source, f"{label} has {w.shape[0]} x {w.shape[1]} = {w.size} elements, which "
+                                              f"--group {n} does not divide (a group may straddle rows, but the "
+                                              f"groups must tile the matrix: e.g. --group {w.shape[1]}, one scale "
+                                              "per row)")
+                q, scales = to_q8(w, n)
+                encoded[i, field] = (q, scales, n)
+    return encoded
+
+
+def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encoded=None):
+    """The header; fmt None: the float32 header of earlier versions, byte for byte."""
     upper = name.upper()
-    guard = include_guard(path, {f"{upper}_{m}" for m in ("UNUSED", "MODEL_DIM", "HEADS", "KV_HEADS", "LAYERS")})
+    macros = {f"{upper}_{m}" for m in ("UNUSED", "MODEL_DIM", "HEADS", "KV_HEADS", "LAYERS")}
+    if fmt is not None:
+        macros.add(f"{upper}_FORMAT")
+    guard = include_guard(path, macros)
+    if fmt is None:
+        stored = "Weights in"
+    elif fmt == "q8":
+        groups = sorted({encoded[k][2] for k in encoded})
+        stored = (f"Weights int8 (q8, one float scale per group of {'/'.join(map(str, groups))} consecutive elements, "
+                  "row-major: w = scale * q, scale = max|w| / 127, q = round(w / scale), ties to even), biases "
+                  "float32; in")
+    else:
+        stored = f"Weights {'binary16 bit patterns' if fmt == 'f16' else 'float32'} ({fmt}), biases float32; in"
     out = [
         f"/* Generated by scripts/export_weights.py from {c_comment(os.path.basename(source))}: do not edit.",
-        f" * {len(layers)} attention layer(s): model dim {d}, {heads} heads, {kv_heads} key/value heads. Weights in",
+        f" * {len(layers)} attention layer(s): model dim {d}, {heads} heads, {kv_heads} key/value heads. {stored}",
         " * nn.Linear layout (out x in, row-major); the arrays have internal linkage: include this header in one",
         " * translation unit. */",
-        f"#ifndef {guard}", f"#define {guard}", "", "#include <stddef.h>", "", "#include <microattn/microattn.h>",
-        "#ifdef __cplusplus", "#include <microattn/layers.hpp>", "#endif", "",
-        "#if defined(__GNUC__)", f"#define {upper}_UNUSED __attribute__((unused))", "#else",
-        f"#define {upper}_UNUSED", "#endif", "",
-        f"#define {upper}_MODEL_DIM {d}", f"#define {upper}_HEADS {heads}", f"#define {upper}_KV_HEADS {kv_heads}",
-        f"#define {upper}_LAYERS {len(layers)}", "", "/* clang-format off */",
-    ]
-    refs = []
+        f"#ifndef {guard}", f"#define {guard}", "", "#include <stddef.h>"]
+    if fmt in ("f16", "q8"):
+        out.append("#include <stdint.h>")
+    out += ["", "#include <microattn/microattn.h>", "#ifdef __cplusplus", "#include <microattn/layers.hpp>"]
+    if fmt is not None:
+        out.append("#include <microattn/weights.hpp>")
+    out += ["#endif", "",
+            "#if defined(__GNUC__)", f"#define {upper}_UNUSED __attribute__((unused))", "#else",
+            f"#define {upper}_UNUSED", "#endif", "",
+            f"#define {upper}_MODEL_DIM {d}", f"#define {upper}_HEADS {heads}", f"#define {upper}_KV_HEADS {kv_heads}",
+            f"#define {upper}_LAYERS {len(layers)}"]
+    if fmt is not None:
+        out.append(f"#define {upper}_FORMAT MICROATTN_FORMAT_{FORMATS[fmt]}")
+    out += ["", "/* clang-format off */"]
+    refs, matrices = [], []
     for i, (prefix, layer) in enumerate(layers):
         out.append(f"/* layer {i}: '{c_comment(prefix)}' */")
-        row = []
+        row, mats = [], {}
         for field in FIELDS:
             if field not in layer:
                 row.append("NULL")
                 continue
             t = layer[field][1]
             ident = f"{name}_{i}_{field}"
-            out.append(f"static const float {ident}[{t.size}] {upper}_UNUSED = {{")
-            out.append(c_floats(t))
-            out.append("};")
+            if fmt in ("f16", "q8") and field in WEIGHTS:
+                data, scales, group = encoded[i, field]
+                ctype = "uint16_t" if fmt == "f16" else "int8_t"
+                out.append(f"static const {ctype} {ident}[{data.size}] {upper}_UNUSED = {{")
+                out.append(c_ints(data, "0x%04x", 12) if fmt == "f16" else c_ints(data, "%d", 16))
+                out.append("};")
+                if scales is not None:
+                    out.append(f"static const float {name}_{i}_{field[:-len('_weight')]}_scales[{scales.size}] "
+                               f"{upper}_UNUSED = {{")
+                    out.append(c_floats(scales))
+                    out.append("};")
+            else:
+                out.append(f"static const float {ident}[{t.size}] {upper}_UNUSED = {{")
+                out.append(c_floats(t))
+                out.append("};")
             row.append(ident)
+            if field in WEIGHTS:
+                mats[field] = (ident, t.shape)
         refs.append(row)
-    out += ["", "/* C API: microattn_layer_init(&layer, max_seq, MODEL_DIM, HEADS, KV_HEADS, &NAME_c_weights[i], ...) */",
-            f"static const microattn_layer_weights {name}_c_weights[{upper}_LAYERS] {upper}_UNUSED = {{"]
-    out += ["    {" + ", ".join(r) + "}," for r in refs]
-    out += ["};", "", "#ifdef __cplusplus",
-            f"/* C++: microattn::MultiHeadAttention<MaxSeq, MODEL_DIM, HEADS, KV_HEADS> layer{{NAME_weights[i]}} */",
-            f"static const microattn::LayerWeights {name}_weights[{upper}_LAYERS] {upper}_UNUSED = {{"]
-    out += ["    {" + ", ".join("nullptr" if x == "NULL" else x for x in r) + "}," for r in refs]
-    out += ["};", "#endif", "/* clang-format on */", "", f"#endif /* {guard} */", ""]
+        matrices.append(mats)
+    if fmt in (None, "f32"):
+        out += ["", "/* C API: microattn_layer_init(&layer, max_seq, MODEL_DIM, HEADS, KV_HEADS, &NAME_c_weights[i], ...) */",
+                f"static const microattn_layer_weights {name}_c_weights[{upper}_LAYERS] {upper}_UNUSED = {{"]
+        out += ["    {" + ", ".join(r) + "}," for r in refs]
+        out += ["};", "", "#ifdef __cplusplus",
+                f"/* C++: microattn::MultiHeadAttention<MaxSeq, MODEL_DIM, HEADS, KV_HEADS> layer{{NAME_weights[i]}} */",
+                f"static const microattn::LayerWeights {name}_weights[{upper}_LAYERS] {upper}_UNUSED = {{"]
+        out += ["    {" + ", ".join("nullptr" if x == "NULL" else x for x in r) + "}," for r in refs]
+        out += ["};", "#endif"]
+    if fmt is not None:
+        def c_matrix(i, field):
+            if field not in matrices[i]:
+                return "{MICROATTN_FORMAT_F32, NULL, 0, 0, NULL, 0}"
+            ident, (rows, cols) = matrices[i][field]
+            _, scales, group = encoded[i, field]
+            if scales is None:
+                return f"{{{upper}_FORMAT, {ident}, {rows}, {cols}, NULL, 0}}"
+            return f"{{{upper}_FORMAT, {ident}, {rows}, {cols}, {ident[:-len('_weight')]}_scales, {group}}}"
+
+        def cpp_matrix(i, field):
+            if field not in matrices[i]:
+                return "microattn::WeightMatrix{}"
+            ident, (rows, cols) = matrices[i][field]
+            _, scales, group = encoded[i, field]
+            if scales is None:
+                return f"microattn::weights_{fmt}({ident}, {rows}, {cols})"
+            return f"microattn::weights_q8({ident}, {ident[:-len('_weight')]}_scales, {rows}, {cols}, {group})"
+
+        def matrices_row(i, matrix, null):
+            r = dict(zip(FIELDS, refs[i]))
+            bias = [null if r[f] == "NULL" else r[f] for f in ("q_bias", "k_bias", "v_bias")]
+            out_bias = null if r["out_bias"] == "NULL" else r["out_bias"]
+            parts = [matrix(i, "q_weight"), matrix(i, "k_weight"), matrix(i, "v_weight"), ", ".join(bias),
+                     matrix(i, "out_weight"), out_bias]
+            return "    {" + ",\n     ".join(parts) + "},"
+
+        out += ["", "/* C API: microattn_layer_init_matrices(&layer, max_seq, MODEL_DIM, HEADS, KV_HEADS, "
+                    "&NAME_c_matrices[i], ...);",
+                " * one projection: microattn_linear(x, &NAME_c_matrices[i].q, NAME_c_matrices[i].q_bias, y) */",
+                f"static const microattn_layer_weight_matrices {name}_c_matrices[{upper}_LAYERS] {upper}_UNUSED = {{"]
+        out += [matrices_row(i, c_matrix, "NULL") for i in range(len(layers))]
+        out += ["};", "", "#ifdef __cplusplus",
+                "/* C++: microattn::MultiHeadAttention<MaxSeq, MODEL_DIM, HEADS, KV_HEADS> layer{NAME_matrices[i]};",
+                " * one projection: microattn::linear(x, NAME_matrices[i].q, NAME_matrices[i].q_bias, y) */",
+                f"static const microattn::LayerWeightMatrices {name}_matrices[{upper}_LAYERS] {upper}_UNUSED = {{"]
+        out += [matrices_row(i, cpp_matrix, "nullptr") for i in range(len(layers))]
+        out += ["};", "#endif"]
+    out += ["/* clang-format on */", "", f"#endif /* {guard} */", ""]
     return "\n".join(out)
 
 
@@ -539,6 +755,8 @@ def write_atomically(path, text):
 def export(args):
     if args.input.endswith(".npz"):
         tensors = read_npz(args.input)
+    elif args.input.lower().endswith((".pt", ".pth")):
+        tensors = read_torch(args.input)
     else:
         tensors = read_safetensors(args.input)
     if args.list:
@@ -558,22 +776,37 @@ def export(args):
     (d, kv_heads), = dims
     if os.path.exists(args.output) and os.path.samefile(args.input, args.output):
         raise ExportError(args.output, "is the input: the header would replace the model")
-    write_atomically(args.output, header_text(args.output, args.name, args.input, layers, d, args.heads, kv_heads))
-    print(f"{args.output}: {len(layers)} layer(s), model dim {d}, {args.heads} heads, {kv_heads} key/value heads")
+    encoded = None if args.format is None else encode(args.input, layers, args.format, args.group)
+    write_atomically(args.output, header_text(args.output, args.name, args.input, layers, d, args.heads, kv_heads,
+                                              args.format, encoded))
+    stored = "" if args.format is None else f", {args.format} weights"
+    if args.format == "q8":
+        stored += f" (group {args.group})" if args.group is not None else " (one scale per row)"
+    print(f"{args.output}: {len(layers)} layer(s), model dim {d}, {args.heads} heads, {kv_heads} key/value heads"
+          f"{stored}")
 
 
 def main(argv=None):
     """Exit status: 0 written, 1 a problem with a file (one line on stderr, nothing written), 2 bad arguments."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("input", help=".safetensors or .npz state_dict")
+    ap.add_argument("input", help=".safetensors, .npz or .pt/.pth state_dict")
     ap.add_argument("-o", "--output", help="header to write (e.g. weights.h)")
     ap.add_argument("--name", default="model", help="C identifier prefix (default: model)")
     ap.add_argument("--heads", type=int, help="query heads (nn.MultiheadAttention num_heads)")
     ap.add_argument("--kv-heads", type=int, help="key/value heads (checked against the k/v shapes)")
     ap.add_argument("--prefix", help="regular expression a layer's name prefix must match (re.match)")
     ap.add_argument("--list", action="store_true", help="print the tensors and the layers found, write nothing")
+    ap.add_argument("--format", choices=sorted(FORMATS), help="weight storage format (default: the float32 header "
+                                                                "without weight matrices)")
+    ap.add_argument("--group", type=int, help="q8: elements per scale, consecutive in row-major order (default: "
+                                              "one scale per row)")
     args = ap.parse_args(argv)
+    if args.group is not None:
+        if args.format != "q8":
+            ap.error("--group is for --format q8 only")
+        if args.group < 1:
+            ap.error(f"--group must be at least 1 (got {args.group})")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
         ap.error(f"--name {args.name!r} is not a C identifier (ASCII letters, digits and _, not starting with a "
                  "digit)")

@@ -15,7 +15,16 @@ must hold exactly the file's numbers and compile as C and C++.
    .safetensors and .npz files (bytes, header length, dtype / shape / data_offsets fields, entries added,
    removed, duplicated, arrays of other types or shapes, .npy header fields, NaN and inf), from a fixed seed.
    Each must either fail as above, or export a header whose arrays equal what this test's own reading of the
-   file (the safetensors rules restated here; numpy.load for .npz) says the file holds.
+   file (the safetensors rules restated here; numpy.load for .npz) says the file holds. A quarter of them run
+   with a random --format and --group (dividing or not): the header's binary16 bits must be the
+   ties-to-even rounding of those values (struct's 'e'), its q8 scales float32(max|w| / 127) with
+   |w - scale * q| <= scale / 2 and ties to even, and a group that does not divide a matrix, or an f16
+   overflow, must be refused.
+4. Weight formats and .pt input: bad --format / --group arguments (exit 2), a group not dividing a matrix and a
+   weight beyond float16's range (exit 1), .pt/.pth with PyTorch hidden (a stand-in torch package that fails
+   to import, in a subprocess, and sys.modules in-process), and, when PyTorch is installed, broken .pt files
+   (garbage, not a dict, a pickled object weights_only refuses, a non-float weight) and a nested checkpoint
+   that must export as its flattened state_dict.
 Usage: check_export_bad_input.py EXPORT_SCRIPT INCLUDE_DIR --cc CC... --cxx CXX..."""
 import contextlib
 import copy
@@ -334,11 +343,136 @@ def header_matches(text, ref, name):
     return ""
 
 
+def typed_arrays(text):
+    """{identifier: (C type, values)} of every static const array of an exported header (None: unparsable)."""
+    arrays = {}
+    for ctype, ident, n, body in re.findall(r"^static const (float|uint16_t|int8_t) (\w+)\[(\d+)\] \w+ = "
+                                            r"\{\n(.*?)\n\};$", text, re.M | re.S):
+        items = [v.strip() for v in body.replace("\n", " ").split(",") if v.strip()]
+        try:
+            if ctype == "float":
+                values = np.array([float(v.rstrip("f")) for v in items], np.float32)
+            elif ctype == "uint16_t":
+                values = np.array([int(v, 16) for v in items], np.uint16)
+            else:
+                values = np.array([int(v) for v in items], np.int8)
+        except (ValueError, OverflowError):
+            values = None
+        arrays[ident] = (ctype, values if values is not None and values.size == int(n) else None)
+    return arrays
+
+
+def expected_f16(values):
+    """binary16 bits of float32 values, rounded to nearest even by struct (not numpy); NotExportable on overflow."""
+    try:
+        return np.array([struct.unpack("<H", struct.pack("<e", float(v)))[0] for v in values], np.uint16)
+    except OverflowError:
+        raise NotExportable("beyond float16's range") from None
+
+
+def q8_differs(q, scales, w, group):
+    """'' if (q, scales) quantize w (float32 values) per group as the exporter promises, else what differs."""
+    if w.size % group:
+        return "a group that does not divide the matrix was accepted"
+    if scales is None or scales.size != w.size // group:
+        return "wrong number of scales"
+    src = w.astype(np.float64).reshape(-1, group)
+    if not np.array_equal(scales, (np.abs(src).max(axis=1) / 127).astype(np.float32)):
+        return "scales are not float32(max|w| / 127)"
+    s = scales.astype(np.float64)[:, None]
+    qq = q.astype(np.float64).reshape(-1, group)
+    if np.any(np.abs(qq) > 127) or np.any(np.abs(src - s * qq) > s * (0.5 + 2.0 ** -17)):
+        return "an int8 value off by more than half a scale"
+    ratio = np.divide(src, s, out=np.zeros_like(src), where=s > 0)
+    if np.any(qq[ratio - np.floor(ratio) == 0.5] % 2 != 0):
+        return "a tie not rounded to even"
+    return ""
+
+
+WEIGHT_FIELDS = ("q_weight", "k_weight", "v_weight", "out_weight")
+
+
+def format_header_matches(text, ref, name, fmt, group):
+    """As header_matches, for a header exported with --format fmt (--group group)."""
+    if ref is None:
+        return "exported a file that breaks the format (or that numpy cannot read)"
+    try:
+        want = expected_layers(ref)
+        prefixes = {int(i): p for i, p in re.findall(r"^/\* layer (\d+): '(.*)' \*/$", text, re.M)}
+        arrays = typed_arrays(text)
+        if len(prefixes) != len(want):
+            return f"{len(prefixes)} layers written, the file has {len(want)}"
+        if any(v is None for _, v in arrays.values()):
+            return "an array of the wrong length or not C literals"
+        by_comment = {as_comment(p): p for p in want}
+        seen = set()
+        for i, comment in prefixes.items():
+            p = by_comment.get(comment)
+            if p is None:
+                return f"layer {i} '{comment}' is no layer of the file"
+            d = int(round(want[p]["q_weight"].size ** 0.5))
+            for field, values in want[p].items():
+                ident = f"{name}_{i}_{field}"
+                seen.add(ident)
+                if ident not in arrays:
+                    return f"{ident} missing"
+                ctype, got = arrays[ident]
+                if field not in WEIGHT_FIELDS or fmt == "f32":
+                    if ctype != "float" or not np.array_equal(got, values):
+                        return f"{ident} differs from the file's values"
+                elif fmt == "f16":
+                    if ctype != "uint16_t" or not np.array_equal(got, expected_f16(values)):
+                        return f"{ident}: not the binary16 rounding of the file's values"
+                else:
+                    n = group or d
+                    if values.size % n:
+                        raise NotExportable(f"--group {n} does not divide {ident}")
+                    scales = arrays.get(ident[:-len("_weight")] + "_scales", (None, None))[1]
+                    seen.add(ident[:-len("_weight")] + "_scales")
+                    differs = q8_differs(got, scales, values, n) if ctype == "int8_t" else f"{ident} is {ctype}"
+                    if differs:
+                        return f"{ident}: {differs}"
+        if set(arrays) != seen:
+            return f"arrays the file does not have: {sorted(set(arrays) - seen)}"
+    except NotExportable as e:
+        return f"exported a file it must refuse: {e}"
+    if f"{name}_c_matrices[" not in text or f"{name}_matrices[" not in text:
+        return "no weight matrices initializers"
+    return ""
+
+
 # --- running the exporter ---------------------------------------------------------------------------------------
 
-def run_subprocess(export, argv):
-    r = subprocess.run([sys.executable, export] + argv, capture_output=True, text=True)
+def run_subprocess(export, argv, env=None):
+    r = subprocess.run([sys.executable, export] + argv, capture_output=True, text=True, env=env)
     return r.returncode, r.stdout, r.stderr, ""
+
+
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def torch_bytes(obj):
+    import torch
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def torch_state_dict(tensors):
+    """tensors {name: (dtype, array)} as a torch state_dict (bfloat16 from its bits)."""
+    import torch
+    out = {}
+    for name, (dtype, arr) in tensors.items():
+        if dtype == "BF16":
+            out[name] = torch.from_numpy((arr.astype(np.uint32) << 16).view(np.float32).copy()).to(torch.bfloat16)
+        else:
+            out[name] = torch.from_numpy(np.ascontiguousarray(arr).copy())
+    return out
 
 
 def run_inprocess(exporter, argv):
@@ -398,11 +532,31 @@ def prepare_output(output, existed):
         os.remove(output)
 
 
+# The C struct of a layer's weight matrices (fields fixed for the C API) where microattn.h does not have it yet
+LAYER_MATRICES_STAND_IN = """#include <microattn/microattn.h>
+typedef struct {
+  microattn_weight_matrix q, k, v;
+  const float* q_bias;
+  const float* k_bias;
+  const float* v_bias;
+  microattn_weight_matrix out;
+  const float* out_bias;
+} microattn_layer_weight_matrices;
+"""
+
+
+def layer_matrices_prelude(include):
+    with open(os.path.join(include, "microattn", "microattn.h"), encoding="utf-8") as f:
+        return "" if "microattn_layer_weight_matrices;" in f.read() else LAYER_MATRICES_STAND_IN
+
+
 def compiles(tmp, header, cc, cxx, include):
     """'' if a C and a C++ translation unit including header compile without a warning, else the errors."""
     src = os.path.join(tmp, "use_header.c")
+    with open(header, encoding="utf-8") as f:
+        prelude = layer_matrices_prelude(include) if "_c_matrices[" in f.read() else ""
     with open(src, "w", encoding="utf-8") as f:
-        f.write(f'#include "{os.path.basename(header)}"\n#include "{os.path.basename(header)}"\n'
+        f.write(prelude + f'#include "{os.path.basename(header)}"\n#include "{os.path.basename(header)}"\n'
                 "int use_header(void) { return 0; }\n")
     for compiler, flags in ((cc, ["-std=c99", "-x", "c"]), (cxx, ["-std=c++17", "-x", "c++"])):
         r = subprocess.run(compiler + flags + ["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fsyntax-only", "-I",
@@ -571,6 +725,42 @@ def named_cases(rng):
     comp = bytearray(npz_bytes(arrays, compressed=True))
     comp[len(comp) // 3] ^= 0x55  # in the deflate stream of a member
     cases.append(("corrupt compressed .npz", ".npz", bytes(comp), [], "corrupt"))
+
+    # weight formats
+    st("--group not dividing the matrices", "does not divide", argv=["--format", "q8", "--group", "5"])
+    st("--group dividing q but not the GQA k (4 x 8)", "does not divide", tensors=llama,
+       argv=["--format", "q8", "--group", "64"])
+    st("--group larger than the matrices", "does not divide", argv=["--format", "q8", "--group", str(2 ** 70)])
+    big16 = dict(mha)
+    w16 = mha[p0 + "in_proj_weight"][1].astype(np.float32)
+    w16[3, 1] = 65520.0  # the first value that rounds to infinity
+    big16[p0 + "in_proj_weight"] = ("F32", w16)
+    st("f16: a weight beyond float16's range", "float16's range", tensors=big16, argv=["--format", "f16"])
+    st("q8: int in_proj_weight", "I64", tensors=replaced(mha, p0 + "in_proj_weight",
+                                                          ("I64", np.ones((3 * E, E), np.int64))),
+       argv=["--format", "q8"])
+    st("f16: NaN in q_weight", "NaN", tensors=nan_q, argv=["--format", "f16"])
+    cases.append(("q8: bool .npz array as a weight", ".npz", npz_with(p0 + "out_proj.weight", np.ones((E, E), bool)),
+                  ["--format", "q8", "--group", "8"], "bool"))
+    if have_torch():
+        import fractions
+        import torch
+        sd = torch_state_dict(mha)
+        cases.append((".pt: garbage", ".pt", bytes(random.Random(6).randrange(256) for _ in range(300)), [],
+                      "torch.load"))
+        cases.append((".pt: a tensor, not a dict", ".pt", torch_bytes(torch.ones(3)), [], "not a state_dict"))
+        cases.append((".pth: a list, not a dict", ".pth", torch_bytes([torch.ones(3)]), [], "not a state_dict"))
+        cases.append((".pt: an object weights_only does not load", ".pt",
+                      torch_bytes({"x": fractions.Fraction(1, 3)}), [], "torch.load"))
+        cases.append((".pt: int64 in_proj_weight", ".pt",
+                      torch_bytes(dict(sd, **{p0 + "in_proj_weight": torch.ones(3 * E, E, dtype=torch.int64)})), [],
+                      "int64"))
+        cases.append((".pt: NaN in q_weight", ".pt", torch_bytes(torch_state_dict(nan_q)), ["--format", "q8"], "NaN"))
+        cases.append((".pt: float64 beyond float32", ".pt", torch_bytes(torch_state_dict(big)), [], "beyond float32"))
+        cases.append((".pt: --group not dividing", ".pt", torch_bytes(sd), ["--format", "q8", "--group", "3"],
+                      "does not divide"))
+    else:
+        print("SKIP broken .pt files: PyTorch is not installed (python3-torch)")
     return cases
 
 
@@ -860,6 +1050,7 @@ def main():
         with open(itself, "rb") as f:
             if not check(f.read() == good_blob, "output is the input: the input was overwritten"):
                 failed_named.append("output is the input (overwritten)")
+        named = len(cases) + 5
         # the header replaces the output as open(path, "w") would have: through a link, keeping the file's mode
         real, link = os.path.join(out_dir, "real.h"), os.path.join(out_dir, "link.h")
         with open(real, "wb") as f:
@@ -885,6 +1076,7 @@ def main():
                 failed_named.append("read-only output")
             os.chmod(read_only, 0o644)
             os.remove(read_only)
+            named += 1
         else:
             print("read-only output: not checked (running as root)")
         for label, argv in (("--name starting with a digit", ["--heads", "2", "--name", "1model"]),
@@ -892,7 +1084,16 @@ def main():
                             ("--name not ASCII", ["--heads", "2", "--name", "modèle"]),
                             ("--name with a newline", ["--heads", "2", "--name", "m\n"]),
                             ("no --heads", []), ("--heads 0", ["--heads", "0"]),
-                            ("bad --prefix", ["--heads", "2", "--prefix", "("])):
+                            ("bad --prefix", ["--heads", "2", "--prefix", "("]),
+                            ("--format q4", ["--heads", "2", "--format", "q4"]),
+                            ("--format F16 (names are lower case)", ["--heads", "2", "--format", "F16"]),
+                            ("--format without a value", ["--heads", "2", "--format"]),
+                            ("--group 0", ["--heads", "2", "--format", "q8", "--group", "0"]),
+                            ("--group -8", ["--heads", "2", "--format", "q8", "--group", "-8"]),
+                            ("--group 1.5", ["--heads", "2", "--format", "q8", "--group", "1.5"]),
+                            ("--group x", ["--heads", "2", "--format", "q8", "--group", "x"]),
+                            ("--group with --format f16", ["--heads", "2", "--format", "f16", "--group", "8"]),
+                            ("--group without --format", ["--heads", "2", "--group", "8"])):
             args = [good] + argv + ["-o", output]
             prepare_output(output, False)
             code, _, err, tb = run_subprocess(export, args)
@@ -900,9 +1101,44 @@ def main():
                        f"{label}: exit {code}, {err.strip().splitlines()[-1:]}")
             if ok and "--name" in argv:
                 ok = check("not a C identifier" in err, f"{label}: {err.strip().splitlines()[-1:]}")
+            if ok and "--group" in argv:
+                ok = check("--group" in err.strip().splitlines()[-1], f"{label}: {err.strip().splitlines()[-1:]}")
             if not ok:
                 failed_named.append(label)
-        print(f"{len(cases) + 12 + (os.geteuid() != 0)} named cases, {len(failed_named)} failed: {failed_named}")
+            named += 1
+        # .pt without PyTorch: a stand-in torch package that fails to import (subprocess), None in sys.modules
+        # (in-process); the message names the alternatives
+        hidden = os.path.join(tmp, "no_torch")
+        os.makedirs(os.path.join(hidden, "torch"))
+        with open(os.path.join(hidden, "torch", "__init__.py"), "w") as f:
+            f.write("raise ImportError('PyTorch hidden by the test')\n")
+        pt = os.path.join(tmp, "model.pt")
+        with open(pt, "wb") as f:
+            f.write(good_blob)  # never read: the import fails first
+        env = dict(os.environ, PYTHONPATH=hidden + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        for existed in (False, True):
+            for how in ("subprocess", "in-process"):
+                label = f".pt without PyTorch ({how}{', output existed' if existed else ''})"
+                prepare_output(output, existed)
+                args = [pt, "--heads", "2", "-o", output]
+                if how == "subprocess":
+                    result = run_subprocess(export, args + ["--format", "q8"], env)
+                else:
+                    saved = sys.modules.get("torch")
+                    sys.modules["torch"] = None  # import torch raises ImportError
+                    try:
+                        result = run_inprocess(exporter, args)
+                    finally:
+                        if saved is None:
+                            del sys.modules["torch"]
+                        else:
+                            sys.modules["torch"] = saved
+                ok = refused(label, result, pt, output, existed, "python3-torch")
+                ok &= check(".safetensors" in result[2] and ".npz" in result[2], f"{label}: alternatives not named")
+                if not ok:
+                    failed_named.append(label)
+                named += 1
+        print(f"{named} named cases, {len(failed_named)} failed: {failed_named}")
 
         # 2. good files with awkward names: exported, the values of the file, compiled as C and C++
         weird = mha_tensors(rng, layers=2, prefix="enc*/ oder\n.layers.{}.self_attn.", int_tensor=False)
@@ -956,13 +1192,31 @@ def main():
             ok &= check(not errors, f"{label}: the header does not compile:\n{errors}")
             if ok:
                 print(f"good: {label}: exported, values equal, compiled (guard {guard})")
+        if have_torch():  # a checkpoint {"model": state_dict, ...}: the layers under "model.", as in the .npz
+            import torch
+            fixture = mha_tensors(rng, int_tensor=False)
+            pt, npz = os.path.join(tmp, "ckpt.pt"), os.path.join(tmp, "ckpt.npz")
+            with open(pt, "wb") as f:
+                f.write(torch_bytes({"model": torch_state_dict(fixture), "epoch": 3, "step": torch.tensor(7)}))
+            with open(npz, "wb") as f:
+                f.write(npz_bytes({"model." + k: v for k, v in as_arrays(fixture).items()}))
+            texts = []
+            for path in (pt, npz):
+                for fmt in ([], ["--format", "q8", "--group", "16"]):
+                    header = os.path.join(out_dir, "ckpt.h")
+                    code, _, err, _ = run_subprocess(export, [path, "--heads", str(HEADS), "-o", header] + fmt)
+                    check(code == 0, f".pt checkpoint {path} {fmt}: exit {code} {err.strip()}")
+                    with open(header) as f:
+                        texts.append(f.read().replace(os.path.basename(path), "ckpt"))
+            if check(texts[:2] == texts[2:], ".pt checkpoint: headers differ from the .npz ones"):
+                print("good: .pt checkpoint {'model': state_dict, ...}: the headers of the flattened .npz (f32, q8)")
         named_done = time.monotonic()
 
         # 3. fuzzing
         r = random.Random(2023)
         st_fixtures = [mha_tensors(rng), llama_tensors(rng), mha_tensors(rng, layers=1)]
         npz_fixtures = [as_arrays(t) for t in st_fixtures]
-        stats, compiled, before = {}, 0, len(failures)
+        stats, format_stats, compiled, before = {}, {}, 0, len(failures)
         for n in range(FUZZ_CASES):
             fixture = r.randrange(len(st_fixtures))
             if n % 3 < 2:
@@ -977,17 +1231,25 @@ def main():
                 f.write(blob)
             existed = r.random() < 0.5
             prepare_output(output, existed)
-            result = run_inprocess(exporter, [path, "--heads", str(HEADS), "-o", output])
+            fmt, group, flags = None, None, []
+            if n % 4 == 3:  # the formats, with groups that divide every matrix, some, or none
+                fmt = r.choice(["f32", "f16", "q8", "q8"])
+                group = r.choice([None, None, 1, 2, 3, 4, 5, 8, 12, 16, 32, 64, 96]) if fmt == "q8" else None
+                flags = ["--format", fmt] + (["--group", str(group)] if group else [])
+            result = run_inprocess(exporter, [path, "--heads", str(HEADS), "-o", output] + flags)
             code, _, err, tb = result
-            what = f"mutant {n} ({kind})"
+            what = f"mutant {n} ({kind}{' ' + ' '.join(flags) if flags else ''})"
+            if fmt is not None:
+                format_stats.setdefault(fmt, [0, 0])[0 if code == 0 and not tb else 1] += 1
             if code == 0 and not tb:
                 stats.setdefault(kind, [0, 0])[0] += 1
                 with open(output, encoding="utf-8") as f:
                     text = f.read()
                 ref = reference_safetensors(blob) if suffix == ".safetensors" else reference_npz(path)
-                differs = header_matches(text, ref, "model")
+                differs = header_matches(text, ref, "model") if fmt is None else \
+                    format_header_matches(text, ref, "model", fmt, group)
                 check(not differs and not err, f"{what}: exported, but {differs or err}")
-                if compiled < 4 and not differs:
+                if (compiled < 4 or (fmt is not None and compiled < 10)) and not differs:
                     compiled += 1
                     errors = compiles(out_dir, output, cc, cxx, include)
                     check(not errors, f"{what}: the header does not compile:\n{errors}")
@@ -1004,6 +1266,9 @@ def main():
               f"{compiled} headers compiled")
         for kind in sorted(stats):
             print(f"  {kind}: {stats[kind][0]} exported, {stats[kind][1]} refused")
+        for fmt in sorted(format_stats):
+            print(f"  of them with --format {fmt} (and --group): {format_stats[fmt][0]} exported, "
+                  f"{format_stats[fmt][1]} refused")
         print(f"named cases and good files {named_done - start:.1f} s, fuzzing {time.monotonic() - named_done:.1f} s")
 
     print("FAILED" if failures else "PASSED", f"({len(failures)} failures)")
