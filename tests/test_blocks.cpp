@@ -272,7 +272,7 @@ double ref_activation(ma::Activation a, double x) {
       return x * 0.5 * std::erfc(-x / std::sqrt(2.0));
     case ma::Activation::gelu_tanh: {
       if (x == -INFINITY) return NAN;
-      const double v = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+      const double v = std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
       return x / (1.0 + std::exp(-2.0 * v));  // = x/2·(1 + tanh v), without 1 + tanh's cancellation in double
     }
     default:
