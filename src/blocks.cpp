@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "blocks_math.hpp"
+#include "blocks_rows.hpp"
 #include "check.hpp"
 #include "kernels/scalar_math.hpp"
 
@@ -67,6 +68,8 @@ float row_scale(float m, float eps, bool overflowed) noexcept {
   return pow2(k);
 }
 
+}  // namespace
+
 void layer_norm_row(const float* x, std::size_t n, const float* w, const float* b, float eps, float* y) noexcept {
   const float nf = static_cast<float>(n);
   float s = 1.0f;  // the row's scale (a power of two), 1 on the fast path
@@ -123,6 +126,8 @@ void rms_norm_row(const float* x, std::size_t n, const float* w, float eps, floa
     y[i] = w != nullptr ? v * w[i] : v;
   }
 }
+
+namespace {
 
 template <class F>
 void each_element(MatrixView<float> x, F f) noexcept {
