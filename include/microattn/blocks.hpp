@@ -1,9 +1,9 @@
-// microattn — the pieces of a transformer block around attention: row norms (nn.LayerNorm, RMSNorm) and the
-// feed-forward activations (ReLU, GELU, GELU tanh, SiLU), with PyTorch's semantics.
+// microattn — transformer blocks: row norms (nn.LayerNorm, RMSNorm), the feed-forward activations (ReLU, GELU,
+// GELU tanh, SiLU), nn.TransformerEncoderLayer and the llama decoder layer, with PyTorch's semantics.
 //
-// Each function works row by row on a MatrixView, in one pass per row (two for the norms' statistics) with no
-// workspace and no libm call (exp, erfc are the library's own): a firmware that does not call them links none of
-// this code. Accuracy bounds below are in units of u = 2⁻²⁴ and hold on every target (FMA or not); the tests check
+// The row functions work row by row on a MatrixView (the norms read each row two or three times) with no
+// workspace and no libm call but sqrtf (exp and erfc are the library's own): a firmware that does not call them
+// links none of this code. Accuracy bounds below are in units of u = 2⁻²⁴ and hold on every target (FMA or not); the tests check
 // them against double-precision references over row lengths 1…70, 255…257, odd strides and extreme values.
 #pragma once
 
@@ -68,7 +68,7 @@ enum class Activation : std::uint8_t { relu = 0, gelu = 1, gelu_tanh = 2, silu =
 //   x, not cancellation (PyTorch's float formulas return 0 there, beyond x ≈ −9); plus, where y* is below FLT_MIN (subnormal),
 //   (|x| + 1)·2⁻¹⁴⁹ absolute.
 // Errors (x untouched): null_pointer; misaligned; invalid_shape (a dimension 0, stride < cols, extent overflow,
-// or a not a listed Activation).
+// or an Activation outside the enum).
 Status activate_rows(MatrixView<float> x, Activation a) noexcept;
 
 
