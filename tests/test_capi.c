@@ -488,7 +488,7 @@ static double ref_activation(int a, double x) {
 }
 
 static void test_blocks(void) {
-  static float x[5 * 70], w[70], b[70];
+  static float x[5 * 71], w[70], b[70]; /* 5 rows of up to 70 at stride n + 1 */
   static const size_t lengths[] = {1, 3, 16, 17, 33, 70};
   size_t li, r, c;
   int a;
