@@ -477,6 +477,109 @@ static void test_linear(void) {
 #undef LINEAR_UNTOUCHED
 }
 
+/* ---- blocks: layer norm, RMS norm and the activations against double references written here ---------- */
+
+static double ref_activation(int a, double x) {
+  if (a == MICROATTN_ACTIVATION_RELU) return x < 0 ? 0.0 : x;
+  if (a == MICROATTN_ACTIVATION_GELU) return x * 0.5 * erfc(-x / sqrt(2.0));
+  if (a == MICROATTN_ACTIVATION_GELU_TANH)
+    return x / (1.0 + exp(-2.0 * sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+  return x / (1.0 + exp(-x));
+}
+
+static void test_blocks(void) {
+  static float x[5 * 71], w[70], b[70]; /* 5 rows of up to 70 at stride n + 1 */
+  static const size_t lengths[] = {1, 3, 16, 17, 33, 70};
+  size_t li, r, c;
+  int a;
+  fill(x, sizeof x / sizeof x[0], 2.0f);
+  fill(w, 70, 1.0f);
+  fill(b, 70, 1.0f);
+  for (li = 0; li < sizeof lengths / sizeof lengths[0]; ++li) {
+    const size_t n = lengths[li];
+    const microattn_cview xv = cview(x, 5, n, n + 1);
+    microattn_view y;
+    int bad = 0;
+    arena_reset();
+    y = arena_view(1, 5, n, 2);
+    CHECK(microattn_layer_norm_rows(xv, w, b, 1e-5f, y) == MICROATTN_OK, "layer_norm n %u", (unsigned)n);
+    for (r = 0; r < 5; ++r) {
+      double mean = 0, var = 0;
+      for (c = 0; c < n; ++c) mean += x[r * (n + 1) + c];
+      mean /= (double)n;
+      for (c = 0; c < n; ++c) var += (x[r * (n + 1) + c] - mean) * (x[r * (n + 1) + c] - mean);
+      var = sqrt(var / (double)n + 1e-5f);
+      for (c = 0; c < n; ++c) {
+        const double z = (x[r * (n + 1) + c] - mean) / var, want = z * w[c] + b[c];
+        const double tol = fabs(w[c]) * ((n + 8.0) * unit_roundoff * (fabs(z) + 1.0) + 4 * unit_roundoff * fabs(mean) / var) +
+                           2 * unit_roundoff * fabs(b[c]);
+        if (!(fabs(at(y, r, c) - want) <= tol)) ++bad;
+      }
+    }
+    CHECK(bad == 0 && canaries_intact(y), "layer_norm n %u: %d out of bound", (unsigned)n, bad);
+    arena_reset();
+    y = arena_view(0, 5, n, 1);
+    CHECK(microattn_rms_norm_rows(xv, w, 1e-5f, y) == MICROATTN_OK, "rms_norm n %u", (unsigned)n);
+    for (r = 0; r < 5; ++r) {
+      double ss = 0;
+      for (c = 0; c < n; ++c) ss += (double)x[r * (n + 1) + c] * x[r * (n + 1) + c];
+      ss = 1.0 / sqrt(ss / (double)n + 1e-5f);
+      for (c = 0; c < n; ++c) {
+        const double want = x[r * (n + 1) + c] * ss * w[c];
+        if (!(fabs(at(y, r, c) - want) <= (n / 2.0 + 6.0) * unit_roundoff * fabs(want) + 1e-44)) ++bad;
+      }
+    }
+    CHECK(bad == 0 && canaries_intact(y), "rms_norm n %u: %d out of bound", (unsigned)n, bad);
+  }
+  for (a = MICROATTN_ACTIVATION_RELU; a <= MICROATTN_ACTIVATION_SILU; ++a) {
+    microattn_view v;
+    int bad = 0;
+    arena_reset();
+    v = arena_view(5, 7, 29, 3);
+    for (r = 0; r < 7; ++r)
+      for (c = 0; c < 29; ++c) v.data[r * v.stride + c] = -12.0f + 24.0f * (float)(r * 29 + c) / 202.0f;
+    CHECK(microattn_activate_rows(v, (microattn_activation)a) == MICROATTN_OK, "activation %d", a);
+    for (r = 0; r < 7; ++r)
+      for (c = 0; c < 29; ++c) {
+        const double in = -12.0f + 24.0f * (float)(r * 29 + c) / 202.0f, want = ref_activation(a, in);
+        const double rel = a == MICROATTN_ACTIVATION_RELU ? 0 : a == MICROATTN_ACTIVATION_GELU ? 16 + 1.5 * in * in
+                           : a == MICROATTN_ACTIVATION_GELU_TANH ? 12 + 4 * fabs(1.5957691216 * (in + 0.044715 * in * in * in))
+                                                                 : 8;
+        if (!(fabs(at(v, r, c) - want) <= rel * unit_roundoff * fabs(want) + 1e-44)) ++bad;
+      }
+    CHECK(bad == 0 && canaries_intact(v), "activation %d: %d out of bound", a, bad);
+  }
+  /* Errors: nothing written. */
+  arena_reset();
+  memcpy(arena_copy, arena, sizeof arena);
+#define BLOCKS_UNTOUCHED (memcmp(arena, arena_copy, sizeof arena) == 0)
+  {
+    const microattn_cview xv = cview(x, 5, 16, 17);
+    const microattn_view y = arena_view(0, 5, 16, 0);
+    CHECK(microattn_layer_norm_rows(cview(NULL, 5, 16, 17), w, b, 1e-5f, y) == MICROATTN_NULL_POINTER &&
+              BLOCKS_UNTOUCHED, "layer_norm x NULL");
+    CHECK(microattn_layer_norm_rows(xv, w, b, -1e-5f, y) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
+          "layer_norm eps < 0");
+    CHECK(microattn_rms_norm_rows(xv, w, (float)NAN, y) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
+          "rms_norm eps NaN");
+    CHECK(microattn_rms_norm_rows(xv, w, 1e-5f, arena_view(0, 4, 16, 0)) == MICROATTN_INVALID_SHAPE &&
+              BLOCKS_UNTOUCHED, "rms_norm y rows");
+    CHECK(microattn_rms_norm_rows(cview(arena + 1, 5, 16, 16), NULL, 1e-5f, y) == MICROATTN_ALIASING &&
+              BLOCKS_UNTOUCHED, "rms_norm y overlaps x");
+    CHECK(microattn_layer_norm_rows(xv, (const float*)((const char*)w + 2), b, 1e-5f, y) == MICROATTN_MISALIGNED &&
+              BLOCKS_UNTOUCHED, "layer_norm weight misaligned");
+    CHECK(microattn_activate_rows(y, (microattn_activation)4) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
+          "activation 4");
+    CHECK(microattn_activate_rows(y, (microattn_activation)-1) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
+          "activation -1");
+    if (sizeof(microattn_activation) > 1) /* arm-none-eabi's enums are short: 256 does not fit there */
+      CHECK(microattn_activate_rows(y, (microattn_activation)256) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
+            "activation 256 is not relu");
+    CHECK(microattn_layer_norm_rows(as_input(y), NULL, NULL, 1e-5f, y) == MICROATTN_OK, "layer_norm in place");
+  }
+#undef BLOCKS_UNTOUCHED
+}
+
 static void test_bad_input(void) {
   static float a[64], b[64];
   const size_t wsn = microattn_attention_workspace_floats(4, 4);
@@ -1556,6 +1659,7 @@ int main(void) {
   test_size_limits();
   test_matmul();
   test_linear();
+  test_blocks();
   test_softmax_and_exp();
   test_attention();
   test_bad_input();

@@ -339,6 +339,33 @@ size_t microattn_layer_position(const microattn_layer* layer);
 microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
                                   microattn_view y);
 
+/* ---- transformer blocks: row norms and activations (C++: microattn/blocks.hpp) ------------------------- */
+
+/* The feed-forward activations (the values of microattn::Activation). GELU: exact erf form (F.gelu's default);
+ * GELU_TANH: approximate='tanh'; SILU: x·sigmoid(x). */
+typedef enum {
+  MICROATTN_ACTIVATION_RELU = 0,
+  MICROATTN_ACTIVATION_GELU = 1,
+  MICROATTN_ACTIVATION_GELU_TANH = 2,
+  MICROATTN_ACTIVATION_SILU = 3
+} microattn_activation;
+
+/* nn.LayerNorm over each row: y = (x − mean)/sqrt(biased variance + eps)·weight + bias; weight / bias NULL mean 1 / 0
+ * (x.cols floats each). y must have x's shape; y may be exactly x (in place), any other overlap is ALIASING.
+ * eps finite and >= 0, else INVALID_SHAPE. A row with NaN or inf gives NaN in that row; every finite row is
+ * handled (rescaled where float sums would overflow or underflow). Errors: NULL_POINTER, MISALIGNED,
+ * INVALID_SHAPE, ALIASING; nothing written. Accuracy: microattn/blocks.hpp. */
+microattn_status microattn_layer_norm_rows(microattn_cview x, const float* weight, const float* bias, float eps,
+                                           microattn_view y);
+
+/* RMSNorm over each row (llama2.c, HF LlamaRMSNorm): y = x/sqrt(mean(x²) + eps)·weight, weight NULL: 1. Rules as
+ * microattn_layer_norm_rows. */
+microattn_status microattn_rms_norm_rows(microattn_cview x, const float* weight, float eps, microattn_view y);
+
+/* Every element of x becomes a(x), in place. An activation outside the enum is INVALID_SHAPE. Errors:
+ * NULL_POINTER, MISALIGNED, INVALID_SHAPE; nothing written. */
+microattn_status microattn_activate_rows(microattn_view x, microattn_activation a);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "microattn/attention.hpp"
+#include "microattn/blocks.hpp"
 #include "microattn/config.hpp"
 #include "microattn/layers.hpp"
 #include "microattn/matmul.hpp"

@@ -1,0 +1,160 @@
+// The encoder and decoder blocks (blocks.hpp): the attention as MultiHeadAttention runs it (layer_run, from
+// LayerWeightMatrices), linear()'s kernels after the checks made here, and the row functions of blocks.cpp.
+#include <cfloat>
+#include <cstdint>
+
+#include "blocks_math.hpp"
+#include "blocks_rows.hpp"
+#include "check.hpp"
+#include "kernels/linear_kernels.hpp"
+#include "microattn/blocks.hpp"
+
+namespace microattn {
+namespace detail {
+namespace {
+
+// y on a vector of n floats (a norm's weight or bias): aliasing.
+bool y_on(const MatrixView<float>& y, const float* v, std::size_t n) noexcept {
+  return v != nullptr && views_overlap(y, MatrixView<const float>{v, 1, n, n});
+}
+
+// The problems of the attention's matrices (weight_problems bits), with the shapes MultiHeadAttention requires.
+unsigned attention_problems(const LayerShape& s, const LayerWeightMatrices& w, const MatrixView<float>& y) noexcept {
+  const std::size_t d = s.model_dim, qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
+  unsigned p = weight_problems(w.q, w.q_bias, qd, d, y) | weight_problems(w.k, w.k_bias, kvd, d, y) |
+               weight_problems(w.v, w.v_bias, kvd, d, y);
+  if (w.out.data != nullptr) p |= weight_problems(w.out, w.out_bias, d, qd, y);
+  return p;
+}
+
+// The checks shared by both blocks, in the library's order (null pointers, alignment, shapes, overlaps); `p` holds
+// every weight matrix's problems, `vec` the ModelDim vectors (norm weights and biases, nullptr allowed).
+Status block_check(const BlockParts& b, MatrixView<const float> x, MatrixView<float> y, unsigned p,
+                   const float* const* vec, std::size_t n_vec, float eps, bool activation_ok) noexcept {
+  const std::size_t d = b.attention.shape.model_dim;
+  if (x.data == nullptr || y.data == nullptr || (p & weight_null) != 0) return Status::null_pointer;
+  bool aligned_all = all_aligned(x, y) && (p & weight_misaligned) == 0;
+  for (std::size_t i = 0; i < n_vec; ++i) aligned_all = aligned_all && aligned(vec[i]);
+  if (!aligned_all) return Status::misaligned;
+  if (!shape_ok(x) || !shape_ok(y) || x.cols != d || y.cols != d || y.rows != x.rows ||
+      x.rows > b.attention.shape.max_seq || (p & weight_shape) != 0)
+    return Status::invalid_shape;
+  if ((float_bits(eps) & 0x7fffffffu) > 0x7f7fffffu || eps < 0.0f || !activation_ok) return Status::invalid_shape;
+  const bool in_place = x.data == y.data && x.stride == y.stride;
+  if ((!in_place && views_overlap(y, x)) || (p & weight_aliasing) != 0) return Status::aliasing;
+  for (std::size_t i = 0; i < n_vec; ++i)
+    if (y_on(y, vec[i], d)) return Status::aliasing;
+  return Status::ok;
+}
+
+// q8 weights quantize x into a workspace: the attention's part of the scratch when it is large enough (free while
+// the feed-forward runs), else linear's stack chunk.
+float* linear_workspace(const BlockParts& b) noexcept {
+  const LayerShape& s = b.attention.shape;
+  return layer_scratch_floats(s.model_dim, s.heads) * sizeof(float) >= linear_q8_workspace_bytes ? b.attention.scratch
+                                                                                                 : nullptr;
+}
+
+}  // namespace
+
+Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
+                   MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept {
+  const LayerShape& s = b.attention.shape;
+  const std::size_t d = s.model_dim, ff = b.ffn;
+  const unsigned p = attention_problems(s, w.self_attn, y) | weight_problems(w.linear1, w.linear1_bias, ff, d, y) |
+                     weight_problems(w.linear2, w.linear2_bias, d, ff, y);
+  const float* const vec[] = {w.norm1_weight, w.norm1_bias, w.norm2_weight, w.norm2_bias};
+  const bool act_ok = static_cast<std::uint8_t>(c.activation) <= static_cast<std::uint8_t>(Activation::silu);
+  Status st = block_check(b, x, y, p, vec, 4, c.layer_norm_eps, act_ok);
+  if (st != Status::ok) return st;
+
+  const std::size_t n = x.rows;
+  float* const a = b.attention.scratch + layer_scratch_floats(d, s.heads);  // n × d: attention in and out
+  float* const f = a + s.max_seq * d;                                       // block_ffn_rows × ff
+  const MatrixView<float> av{a, n, d, d};
+  const float eps = c.layer_norm_eps;
+  // Self-attention block; nothing is written to y before the attention has passed its own checks.
+  if (c.norm_first) {
+    for (std::size_t r = 0; r < n; ++r) layer_norm_row(x.data + r * x.stride, d, w.norm1_weight, w.norm1_bias, eps, a + r * d);
+    st = layer_run(b.attention, LayerOp::forward, av, av, av, options);
+    if (st != Status::ok) return st;
+    for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t j = 0; j < d; ++j) y.data[r * y.stride + j] = x.data[r * x.stride + j] + a[r * d + j];
+  } else {
+    st = layer_run(b.attention, LayerOp::forward, x, x, av, options);
+    if (st != Status::ok) return st;
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t j = 0; j < d; ++j) a[r * d + j] += x.data[r * x.stride + j];
+      layer_norm_row(a + r * d, d, w.norm1_weight, w.norm1_bias, eps, y.data + r * y.stride);
+    }
+  }
+  // Feed-forward block, block_ffn_rows rows at a time; a's rows are free again.
+  float* const ws = linear_workspace(b);
+  for (std::size_t r0 = 0; r0 < n; r0 += block_ffn_rows) {
+    const std::size_t m = n - r0 < block_ffn_rows ? n - r0 : block_ffn_rows;
+    float* const yr = y.data + r0 * y.stride;
+    float* const ar = a + r0 * d;
+    const float* in = yr;
+    std::size_t ld_in = y.stride;
+    if (c.norm_first) {
+      for (std::size_t r = 0; r < m; ++r) layer_norm_row(yr + r * y.stride, d, w.norm2_weight, w.norm2_bias, eps, ar + r * d);
+      in = ar;
+      ld_in = d;
+    }
+    linear_checked(in, ld_in, m, w.linear1, w.linear1_bias, f, ff, ws);
+    (void)activate_rows(MatrixView<float>{f, m, ff, ff}, c.activation);
+    linear_checked(f, ff, m, w.linear2, w.linear2_bias, ar, d, ws);
+    for (std::size_t r = 0; r < m; ++r) {
+      float* const row = yr + r * y.stride;
+      for (std::size_t j = 0; j < d; ++j) ar[r * d + j] += row[j];
+      if (c.norm_first) {
+        for (std::size_t j = 0; j < d; ++j) row[j] = ar[r * d + j];
+      } else {
+        layer_norm_row(ar + r * d, d, w.norm2_weight, w.norm2_bias, eps, row);
+      }
+    }
+  }
+  return Status::ok;
+}
+
+Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w, float eps, MatrixView<const float> x,
+                   MatrixView<float> y, const AttentionOptions& options) noexcept {
+  const LayerShape& s = b.attention.shape;
+  const std::size_t d = s.model_dim, hidden = b.ffn;
+  const LayerWeightMatrices& aw = *static_cast<const LayerWeightMatrices*>(b.attention.weights);
+  const unsigned p = attention_problems(s, aw, y) | weight_problems(w.w1, nullptr, hidden, d, y) |
+                     weight_problems(w.w3, nullptr, hidden, d, y) | weight_problems(w.w2, nullptr, d, hidden, y);
+  const float* const vec[] = {w.attention_norm, w.ffn_norm};
+  Status st = block_check(b, x, y, p, vec, 2, eps, true);
+  if (st != Status::ok) return st;
+
+  const std::size_t n = x.rows;
+  float* const a = b.attention.scratch + layer_scratch_floats(d, s.heads);  // n × d
+  float* const gate = a + s.max_seq * d;                                    // block_ffn_rows × hidden each
+  float* const up = gate + block_ffn_rows * hidden;
+  const MatrixView<float> av{a, n, d, d};
+  for (std::size_t r = 0; r < n; ++r) rms_norm_row(x.data + r * x.stride, d, w.attention_norm, eps, a + r * d);
+  AttentionOptions o = options;
+  if (op == LayerOp::forward) o.causal = true;  // a prompt: each token sees itself and those before
+  st = layer_run(b.attention, op, av, av, av, o);
+  if (st != Status::ok) return st;
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t j = 0; j < d; ++j) y.data[r * y.stride + j] = x.data[r * x.stride + j] + a[r * d + j];
+  float* const ws = linear_workspace(b);
+  for (std::size_t r0 = 0; r0 < n; r0 += block_ffn_rows) {
+    const std::size_t m = n - r0 < block_ffn_rows ? n - r0 : block_ffn_rows;
+    float* const yr = y.data + r0 * y.stride;
+    float* const ar = a + r0 * d;
+    for (std::size_t r = 0; r < m; ++r) rms_norm_row(yr + r * y.stride, d, w.ffn_norm, eps, ar + r * d);
+    linear_checked(ar, d, m, w.w1, nullptr, gate, hidden, ws);
+    linear_checked(ar, d, m, w.w3, nullptr, up, hidden, ws);
+    for (std::size_t i = 0; i < m * hidden; ++i) gate[i] = silu_float(gate[i]) * up[i];
+    linear_checked(gate, hidden, m, w.w2, nullptr, ar, d, ws);
+    for (std::size_t r = 0; r < m; ++r)
+      for (std::size_t j = 0; j < d; ++j) yr[r * y.stride + j] += ar[r * d + j];
+  }
+  return Status::ok;
+}
+
+}  // namespace detail
+}  // namespace microattn
