@@ -28,6 +28,12 @@ std::vector<Table> linear_tables() {
   std::vector<Table> t{&ma::detail::scalar_linear_kernels()};
   if (ma::detail::x86_linear_kernels() != nullptr) t.push_back(ma::detail::x86_linear_kernels());
   if (ma::detail::neon_linear_kernels() != nullptr) t.push_back(ma::detail::neon_linear_kernels());
+#if MICROATTN_LINEAR_HELIUM
+  t.push_back(&ma::detail::helium_linear_kernels());
+#endif
+#if MICROATTN_LINEAR_ARMV7EM
+  t.push_back(&ma::detail::armv7em_linear_kernels());
+#endif
   return t;
 }
 std::string table_name(const ::testing::TestParamInfo<Table>& info) { return info.param->name; }
@@ -536,7 +542,7 @@ TEST(Linear, KernelNames) {
     EXPECT_EQ(name.find("__"), std::string::npos) << name;
     bool arch_last = false;
     for (const char* arch : {"_scalar", "_sse2", "_avx2", "_avx512", "_avx512vnni", "_avxvnni", "_neon", "_neon64",
-                             "_neon64dot", "_helium"}) {
+                             "_neon64dot", "_helium", "_armv7em"}) {
       const std::string a = arch;
       arch_last = arch_last || (name.size() > a.size() && name.compare(name.size() - a.size(), a.size(), a) == 0);
     }

@@ -1,0 +1,1 @@
+#include "kernels/linear_kernels.hpp"
