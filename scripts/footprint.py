@@ -45,6 +45,14 @@ BUDGETS = {
     "library text": 16640,
     # linear(): its checks, q8's chunked quantization and the scalar f32/f16/q8 kernels (linear.cpp, kernels/linear_*).
     "linear text": 3584,  # 3333 B measured on M4
+    # What a firmware calling linear() links of it, by format (functions of linear()'s objects in footprint_probe,
+    # named by their format; linear() takes the format at run time, so a firmware calling it links all three):
+    "linear f32 kernels text": 128,  # matmul's gemm plus the bias: 52 B (the gemm is counted in the library)
+    "linear f16 kernels text": 768,  # Armv7E-M VCVTB/VCVTT, 4 rows (also Cortex-M55's f16)
+    "linear q8 kernels text": 1792,  # quantization (absmax, runq.c rounding), the chunk kernel, the float row path
+    # The firmware example (fp32 layers, no linear()) links none of linear()'s code, and its library text stays
+    # what it was before linear() came in.
+    "firmware example library text": 13312,
     "library data + bss": 0,  # the library keeps no static state
     # Static worst case along the deepest path, the footprint probe's own frame (216 B) included: 1000 B on M4/M7
     # (QEMU measures 956 B), the issue's 1 KiB; it was 1128 B while the exact row path sat under the tile loop.
@@ -63,6 +71,7 @@ TARGET_BUDGETS = {
         # Helium's gemm row tiles (56 + 80 + 120 B) under the few-query path: 1096 B measured (QEMU: 1052 B)
         "stack, any entry point": 1104,
         "firmware example text": 64 * 1024,
+        "firmware example library text": 21248,
     },
 }
 
@@ -123,6 +132,42 @@ def linked_from_library(map_path):
         elif section.startswith((".text", ".rodata", ".ARM")):
             text += size
     return text, ram
+
+
+# linear()'s functions (those defined in its objects) by format, from their names: each format's kernels in flash.
+LINEAR_FORMATS = [
+    ("f16", re.compile(r"f16")),
+    ("q8", re.compile(r"q8|quantize|absmax|dot16|dot4|scales4")),
+    ("f32", re.compile(r"f32")),
+]
+
+
+def linear_text_by_format(build, elf):
+    objects = [os.path.join(build, "libmicroattn.a.p", o) for o in os.listdir(os.path.join(build, "libmicroattn.a.p"))
+               if is_linear(o)]
+    names = set()
+    for obj in objects:
+        for line in run(TOOL + "nm", "-C", "--defined-only", obj).splitlines():
+            f = line.split(maxsplit=2)
+            if len(f) == 3:
+                names.add(f[2])
+    sizes = {fmt: 0 for fmt, _ in LINEAR_FORMATS}
+    sizes["common"] = 0
+    for line in run(TOOL + "nm", "-S", "-C", "--defined-only", elf).splitlines():
+        f = line.split(maxsplit=3)
+        if len(f) != 4 or f[3] not in names:
+            continue
+        fmt = next((fmt for fmt, p in LINEAR_FORMATS if p.search(f[3].split("(")[0])), "common")
+        sizes[fmt] += int(f[1], 16)
+    return sizes
+
+
+def linear_sections(map_path):
+    """Input sections of a link map that come from linear()'s objects."""
+    with open(map_path, encoding="utf-8") as f:
+        body = f.read().split("Linker script and memory map", 1)[1]
+    return sorted({m.group(2) for m in re.finditer(r"^ (\.\S+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+ \S*libmicroattn\.a\((\S+)\)", body, re.M)
+                   if LINEAR_OBJECTS.match(m.group(2))})
 
 
 # ---- stack ---------------------------------------------------------------------------------------------
@@ -352,7 +397,17 @@ def main():
         figure(build, "firmware example text", ft, "firmware example text")
         figure(build, "firmware example data", fd, "firmware example data")
         figure(build, "firmware example bss", fb, "firmware example bss")
-        summary.setdefault(("libmicroattn in the firmware example, text", None), {})[build] = linked_text
+        figure(build, "libmicroattn in the firmware example, text", linked_text, "firmware example library text")
+        leaked = linear_sections(os.path.join(build, "examples", "firmware", "firmware.map"))
+        if leaked:
+            failures.append(f"{name}: the firmware example (no linear()) links linear()'s objects: " + ", ".join(leaked))
+
+        by_format = linear_text_by_format(build, os.path.join(build, "mcu", "footprint_probe"))
+        print("\nlinear() in a firmware that calls it (footprint_probe), text by format: " +
+              ", ".join(f"{fmt} {size}" for fmt, size in by_format.items()))
+        for fmt, size in by_format.items():
+            if fmt != "common":
+                figure(build, f"linear {fmt} kernels text", size, f"linear {fmt} kernels text")
 
         probe = os.path.join(build, "mcu", "footprint_probe")
         ram, kind = reference_layer_ram(probe)

@@ -10,7 +10,7 @@
 // Quantization as quantize_one, without its compares: round-half-away(t) = trunc(2t) − trunc(t) (2t is exact).
 #include "kernels/linear_kernels.hpp"
 
-#if MICROATTN_LINEAR_ARMV7EM
+#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
 
 #include <arm_acle.h>
 
@@ -97,7 +97,9 @@ MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, s
   if constexpr (R > 3) y[3] = bias_of(bias, 3) + s3;
 }
 
-void f16_armv7em(const LinearArgs& a) noexcept {
+}  // namespace
+
+void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::size_t k = a.k;
   for (std::size_t i = 0; i < a.m; ++i) {
@@ -108,6 +110,9 @@ void f16_armv7em(const LinearArgs& a) noexcept {
     for (; r < a.n; ++r) f16_rows<1>(x, w + r * k, k, a.bias != nullptr ? a.bias + r : nullptr, y + r);
   }
 }
+
+#if MICROATTN_LINEAR_ARMV7EM
+namespace {
 
 // ---- q8 -------------------------------------------------------------------------------------------------------
 
@@ -304,7 +309,7 @@ constexpr LinearKernels table{"armv7em",
                               "linear_f16_1x4_armv7em",
                               "linear_q8_1x2_armv7em",
                               linear_f32_gemm,
-                              f16_armv7em,
+                              linear_f16_1x4_armv7em,
                               q8_chunk_armv7em,
                               1,
                               absmax_bits_armv7em,
@@ -313,6 +318,7 @@ constexpr LinearKernels table{"armv7em",
 }  // namespace
 
 const LinearKernels& armv7em_linear_kernels() noexcept { return table; }
+#endif
 
 }  // namespace detail
 }  // namespace microattn

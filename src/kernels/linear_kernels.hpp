@@ -91,6 +91,10 @@ const LinearKernels& helium_linear_kernels() noexcept;
 #if MICROATTN_LINEAR_ARMV7EM
 const LinearKernels& armv7em_linear_kernels() noexcept;
 #endif
+#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
+// f16 on the scalar FPU's half-precision conversion (VCVTB/VCVTT), 4 weight rows per x row: both Cortex-M tables.
+void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept;
+#endif
 inline const LinearKernels& selected_linear_kernels() noexcept {
 #if MICROATTN_LINEAR_HELIUM
   return helium_linear_kernels();
