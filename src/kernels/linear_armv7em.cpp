@@ -14,6 +14,8 @@
 
 #include <arm_acle.h>
 
+#pragma GCC optimize("O2")
+
 #include <cassert>
 #include <cstring>
 
@@ -118,9 +120,20 @@ namespace {
 
 // Largest |x| bits: the doubled bits (sign shifted out) compare as unsigned in the same order.
 std::uint32_t absmax_bits_armv7em(const float* x, std::size_t n) noexcept {
-  std::uint32_t m = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t b = float_bits(x[i]) << 1;
+  std::uint32_t m = 0;  // the largest doubled bits: compare, and keep b << 1 where it is larger (3 instructions)
+  const auto* p = reinterpret_cast<const std::uint32_t*>(x);
+  for (std::size_t i = n / 4; i != 0; --i, p += 4) {
+    const std::uint32_t b0 = p[0], b1 = p[1], b2 = p[2], b3 = p[3];
+    asm("cmp %0, %1, lsl #1\n\tit lo\n\tlsllo %0, %1, #1\n\t"
+        "cmp %0, %2, lsl #1\n\tit lo\n\tlsllo %0, %2, #1\n\t"
+        "cmp %0, %3, lsl #1\n\tit lo\n\tlsllo %0, %3, #1\n\t"
+        "cmp %0, %4, lsl #1\n\tit lo\n\tlsllo %0, %4, #1"
+        : "+r"(m)
+        : "r"(b0), "r"(b1), "r"(b2), "r"(b3)
+        : "cc");
+  }
+  for (std::size_t i = 0; i < n % 4; ++i) {
+    const std::uint32_t b = p[i] << 1;
     m = b > m ? b : m;
   }
   return m >> 1;
@@ -136,6 +149,47 @@ void quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) no
   }
 }
 
+// One step of dot16_x2 (16 columns of two rows), as asm text.
+#define MICROATTN_ARMV7EM_DOT16_X2 \
+  "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
+  "ldrd %[wa], %[wb], [%[p0]], #8\n\t" \
+  "sxtb16 %[t], %[wa], ror #8\n\t" \
+  "sxtb16 %[wa], %[wa]\n\t" \
+  "smlad %[a0], %[wa], %[x0], %[a0]\n\t" \
+  "smlad %[a0], %[t], %[x1], %[a0]\n\t" \
+  "sxtb16 %[t], %[wb], ror #8\n\t" \
+  "sxtb16 %[wb], %[wb]\n\t" \
+  "smlad %[a0], %[wb], %[x2], %[a0]\n\t" \
+  "smlad %[a0], %[t], %[x3], %[a0]\n\t" \
+  "ldrd %[wa], %[wb], [%[p1]], #8\n\t" \
+  "sxtb16 %[t], %[wa], ror #8\n\t" \
+  "sxtb16 %[wa], %[wa]\n\t" \
+  "smlad %[a1], %[wa], %[x0], %[a1]\n\t" \
+  "smlad %[a1], %[t], %[x1], %[a1]\n\t" \
+  "sxtb16 %[t], %[wb], ror #8\n\t" \
+  "sxtb16 %[wb], %[wb]\n\t" \
+  "smlad %[a1], %[wb], %[x2], %[a1]\n\t" \
+  "smlad %[a1], %[t], %[x3], %[a1]\n\t" \
+  "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
+  "ldrd %[wa], %[wb], [%[p0]], #8\n\t" \
+  "sxtb16 %[t], %[wa], ror #8\n\t" \
+  "sxtb16 %[wa], %[wa]\n\t" \
+  "smlad %[a0], %[wa], %[x0], %[a0]\n\t" \
+  "smlad %[a0], %[t], %[x1], %[a0]\n\t" \
+  "sxtb16 %[t], %[wb], ror #8\n\t" \
+  "sxtb16 %[wb], %[wb]\n\t" \
+  "smlad %[a0], %[wb], %[x2], %[a0]\n\t" \
+  "smlad %[a0], %[t], %[x3], %[a0]\n\t" \
+  "ldrd %[wa], %[wb], [%[p1]], #8\n\t" \
+  "sxtb16 %[t], %[wa], ror #8\n\t" \
+  "sxtb16 %[wa], %[wa]\n\t" \
+  "smlad %[a1], %[wa], %[x0], %[a1]\n\t" \
+  "smlad %[a1], %[t], %[x1], %[a1]\n\t" \
+  "sxtb16 %[t], %[wb], ror #8\n\t" \
+  "sxtb16 %[wb], %[wb]\n\t" \
+  "smlad %[a1], %[wb], %[x2], %[a1]\n\t" \
+  "smlad %[a1], %[t], %[x3], %[a1]\n\t"
+
 // Two rows' int32 sums over 16 columns per step, `steps` steps: p0, p1 (word-aligned weight rows) and xp (the
 // expanded x) advance past them.
 MICROATTN_ARMV7EM_INLINE void dot16_x2(const std::int8_t*& p0, const std::int8_t*& p1, const std::uint32_t*& xp,
@@ -145,49 +199,53 @@ MICROATTN_ARMV7EM_INLINE void dot16_x2(const std::int8_t*& p0, const std::int8_t
   std::uint32_t wa, wb, t;
   asm volatile(
       "1:\n\t"
-      "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t"
-      "ldrd %[wa], %[wb], [%[p0]], #8\n\t"
-      "sxtb16 %[t], %[wa], ror #8\n\t"
-      "sxtb16 %[wa], %[wa]\n\t"
-      "smlad %[a0], %[wa], %[x0], %[a0]\n\t"
-      "smlad %[a0], %[t], %[x1], %[a0]\n\t"
-      "sxtb16 %[t], %[wb], ror #8\n\t"
-      "sxtb16 %[wb], %[wb]\n\t"
-      "smlad %[a0], %[wb], %[x2], %[a0]\n\t"
-      "smlad %[a0], %[t], %[x3], %[a0]\n\t"
-      "ldrd %[wa], %[wb], [%[p1]], #8\n\t"
-      "sxtb16 %[t], %[wa], ror #8\n\t"
-      "sxtb16 %[wa], %[wa]\n\t"
-      "smlad %[a1], %[wa], %[x0], %[a1]\n\t"
-      "smlad %[a1], %[t], %[x1], %[a1]\n\t"
-      "sxtb16 %[t], %[wb], ror #8\n\t"
-      "sxtb16 %[wb], %[wb]\n\t"
-      "smlad %[a1], %[wb], %[x2], %[a1]\n\t"
-      "smlad %[a1], %[t], %[x3], %[a1]\n\t"
-      "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t"
-      "ldrd %[wa], %[wb], [%[p0]], #8\n\t"
-      "sxtb16 %[t], %[wa], ror #8\n\t"
-      "sxtb16 %[wa], %[wa]\n\t"
-      "smlad %[a0], %[wa], %[x0], %[a0]\n\t"
-      "smlad %[a0], %[t], %[x1], %[a0]\n\t"
-      "sxtb16 %[t], %[wb], ror #8\n\t"
-      "sxtb16 %[wb], %[wb]\n\t"
-      "smlad %[a0], %[wb], %[x2], %[a0]\n\t"
-      "smlad %[a0], %[t], %[x3], %[a0]\n\t"
-      "ldrd %[wa], %[wb], [%[p1]], #8\n\t"
-      "sxtb16 %[t], %[wa], ror #8\n\t"
-      "sxtb16 %[wa], %[wa]\n\t"
-      "smlad %[a1], %[wa], %[x0], %[a1]\n\t"
-      "smlad %[a1], %[t], %[x1], %[a1]\n\t"
-      "sxtb16 %[t], %[wb], ror #8\n\t"
-      "sxtb16 %[wb], %[wb]\n\t"
-      "smlad %[a1], %[wb], %[x2], %[a1]\n\t"
-      "smlad %[a1], %[t], %[x3], %[a1]\n\t"
+      MICROATTN_ARMV7EM_DOT16_X2
       "subs %[n], %[n], #1\n\t"
       "bne 1b\n\t"
       : [a0] "+r"(a0), [a1] "+r"(a1), [p0] "+r"(p0), [p1] "+r"(p1), [xp] "+r"(xp), [n] "+r"(steps),
         [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "=&r"(wa), [wb] "=&r"(wb), [t] "=&r"(t)
       :
+      : "cc", "memory");
+}
+
+// What pairs_x16 reads from memory (it has no register left for them).
+struct PairParams {
+  std::size_t steps;            // 16-column steps per row
+  const std::uint32_t* xx;      // the segment's expanded x
+  std::size_t ldw;              // weight row stride
+  std::size_t advance;          // 2·ldw − 16·steps: from the end of a pair's first row to the next pair
+  std::int32_t* sums;           // where the next pair's two sums go (advanced)
+  const std::int32_t* sums_end;
+};
+
+// The int32 sums of (sums_end − sums) / 2 consecutive row pairs from p0 (word-aligned rows), one segment each, stored
+// as pairs: the whole loop in asm, so that a pair costs 12 instructions besides its dot products.
+void pairs_x16(const std::int8_t* p0, PairParams& prm) noexcept {
+  register std::uint32_t x0 asm("r8"), x1 asm("r9"), x2 asm("r10"), x3 asm("r11");
+  std::uint32_t wa, wb, t, a0, a1, n;
+  const std::int8_t* p1;
+  const std::uint32_t* xp;
+  asm volatile(
+      "2:\n\t"
+      "ldrd %[n], %[xp], [%[P]]\n\t"
+      "ldr %[t], [%[P], #8]\n\t"
+      "add %[p1], %[p0], %[t]\n\t"
+      "movs %[a0], #0\n\t"
+      "movs %[a1], #0\n\t"
+      "1:\n\t"
+      MICROATTN_ARMV7EM_DOT16_X2
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      "ldrd %[t], %[wa], [%[P], #12]\n\t"
+      "add %[p0], %[p0], %[t]\n\t"
+      "strd %[a0], %[a1], [%[wa]], #8\n\t"
+      "ldr %[t], [%[P], #20]\n\t"
+      "str %[wa], [%[P], #16]\n\t"
+      "cmp %[wa], %[t]\n\t"
+      "bne 2b\n\t"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [p0] "+r"(p0), [p1] "=&r"(p1), [xp] "=&r"(xp), [n] "=&r"(n),
+        [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "=&r"(wa), [wb] "=&r"(wb), [t] "=&r"(t)
+      : [P] "r"(&prm)
       : "cc", "memory");
 }
 
@@ -242,33 +300,55 @@ MICROATTN_ARMV7EM_INLINE void q8_pair(const std::int8_t* w0, const std::int8_t* 
 // but its scaling.
 __attribute__((noinline)) void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch,
                                            const std::uint32_t* xx) noexcept {
-  const std::size_t segs = ch.len / ch.seg, steps = ch.seg / 16;
-  const float* const sx = ch.sx;
-  float* const y = ch.y;
-  const bool first = ch.first;
-  const float* const bias = ch.bias;
-  const std::int8_t* p = w;
-  for (std::size_t r = 0; r < n; r += 2, p += 2 * ldw) {
-    const bool two = r + 1 < n;
-    const float* const sw0 = row_scales(ch, r);
-    const float* const sw1 = row_scales(ch, two ? r + 1 : r);
-    const std::int8_t* p0 = p;
-    const std::int8_t* p1 = two ? p + ldw : p;
-    const std::uint32_t* xp = xx;
-    float f0 = 0.0f, f1 = 0.0f;
-    std::size_t s = 0;
-    do {
-      std::int32_t a0 = 0, a1 = 0;
-      dot16_x2(p0, p1, xp, steps, a0, a1);
-      f0 = fmadd(static_cast<float>(a0) * sw0[s], sx[s], f0);
-      f1 = fmadd(static_cast<float>(a1) * sw1[s], sx[s], f1);
-    } while (++s < segs);
-    if (first) {
-      y[r] = bias_of(bias, r) + f0;
-      if (two) y[r + 1] = bias_of(bias, r + 1) + f1;
+  constexpr std::size_t block = 32;  // rows whose sums are kept at a time
+  const std::size_t seg = ch.seg, segs = ch.len / seg, steps = seg / 16;
+  const bool per_row = ch.rows_per_scale == 1;
+  for (std::size_t r0 = 0; r0 < n; r0 += block) {
+    const std::size_t rows = n - r0 < block ? n - r0 : block;
+    float f[block];
+    for (std::size_t s = 0; s < segs; ++s) {
+      alignas(8) std::int32_t sums[block];
+      const std::int8_t* p0 = w + r0 * ldw + s * seg;
+      const std::uint32_t* xs = xx + s * (seg / 2);
+      if (rows >= 2) {
+        PairParams prm{steps, xs, ldw, 2 * ldw - seg, sums, sums + (rows & ~std::size_t{1})};
+        pairs_x16(p0, prm);
+      }
+      if (rows % 2 != 0) {  // the last row alone (twice)
+        const std::int8_t* q0 = p0 + (rows - 1) * ldw;
+        const std::int8_t* q1 = q0;
+        std::int32_t a0 = 0, a1 = 0;
+        dot16_x2(q0, q1, xs, steps, a0, a1);
+        sums[rows - 1] = a0;
+      }
+      const float sxs = ch.sx[s];
+      if (segs == 1 && per_row) {  // one segment per row, one scale each: straight into y
+        const std::size_t st = ch.sw_stride;
+        const float* swp = ch.sw + r0 * st;
+        float* yp = ch.y + r0;
+        const float* bp = ch.bias != nullptr ? ch.bias + r0 : nullptr;
+        const std::int32_t* sp = sums;
+        const std::int32_t* const end = sums + rows;
+        if (!ch.first) {
+          for (; sp != end; swp += st) *yp++ += static_cast<float>(*sp++) * *swp * sxs;
+        } else if (bp != nullptr) {
+          for (; sp != end; swp += st) *yp++ = *bp++ + static_cast<float>(*sp++) * *swp * sxs;
+        } else {
+          for (; sp != end; swp += st) *yp++ = 0.0f + static_cast<float>(*sp++) * *swp * sxs;
+        }
+        continue;
+      }
+      for (std::size_t i = 0; i < rows; ++i) {
+        const float v = static_cast<float>(sums[i]) * row_scales(ch, r0 + i)[s] * sxs;
+        f[i] = s == 0 ? v : f[i] + v;
+      }
+    }
+    if (segs == 1 && per_row) continue;
+    float* const y = ch.y + r0;
+    if (ch.first) {
+      for (std::size_t i = 0; i < rows; ++i) y[i] = (ch.bias != nullptr ? ch.bias[r0 + i] : 0.0f) + f[i];
     } else {
-      y[r] += f0;
-      if (two) y[r + 1] += f1;
+      for (std::size_t i = 0; i < rows; ++i) y[i] += f[i];
     }
   }
 }

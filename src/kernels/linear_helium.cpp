@@ -102,8 +102,141 @@ MICROATTN_LINEAR_HELIUM_INLINE float32x4_t scales4(const float* const sw[4], std
   return vsetq_lane_f32(sw[3][s], v, 3);
 }
 
+// What quads_x16 reads from memory (its registers hold the four rows, their sums and the loop count).
+struct QuadParams {
+  std::size_t steps;        // 16-column vectors per row
+  const std::int8_t* x;     // the segment's quantized x
+  std::size_t ldw;          // weight row stride
+  std::size_t advance;      // 4·ldw − 16·steps... from the end of a quad's first row to the next quad's
+  std::int32_t* sums;       // where the next quad's four sums go (advanced)
+  const std::int32_t* sums_end;
+};
+
+// The int32 sums of consecutive quads of rows from p0, one segment of 16·steps columns each, in order: the whole
+// loop in asm (a quad costs about 17 instructions besides its dot products).
+void quads_x16(const std::int8_t* p0, QuadParams& prm) noexcept {
+  register std::int32_t a0 asm("r0"), a1 asm("r2"), a2 asm("r4"), a3 asm("r6");
+  register std::size_t count asm("lr");
+  const std::int8_t *p1, *p2, *p3, *xp;
+  std::uint32_t t;
+  asm volatile(
+      "2:\n\t"
+      "ldrd %[n], %[xp], [%[P]]\n\t"
+      "ldr %[t], [%[P], #8]\n\t"
+      "add %[p1], %[p0], %[t]\n\t"
+      "add %[p2], %[p1], %[t]\n\t"
+      "add %[p3], %[p2], %[t]\n\t"
+      "movs %[a0], #0\n\t"
+      "movs %[a1], #0\n\t"
+      "movs %[a2], #0\n\t"
+      "movs %[a3], #0\n\t"
+      "dls lr, %[n]\n"
+      "1:\n\t"
+      "vldrb.u8 q0, [%[xp]], #16\n\t"
+      "vldrb.u8 q1, [%[p0]], #16\n\t"
+      "vmlava.s8 %[a0], q0, q1\n\t"
+      "vldrb.u8 q1, [%[p1]], #16\n\t"
+      "vmlava.s8 %[a1], q0, q1\n\t"
+      "vldrb.u8 q1, [%[p2]], #16\n\t"
+      "vmlava.s8 %[a2], q0, q1\n\t"
+      "vldrb.u8 q1, [%[p3]], #16\n\t"
+      "vmlava.s8 %[a3], q0, q1\n\t"
+      "le lr, 1b\n\t"
+      "ldrd %[t], %[xp], [%[P], #12]\n\t"
+      "add %[p0], %[p0], %[t]\n\t"
+      "strd %[a0], %[a1], [%[xp]], #8\n\t"
+      "strd %[a2], %[a3], [%[xp]], #8\n\t"
+      "ldr %[t], [%[P], #20]\n\t"
+      "str %[xp], [%[P], #16]\n\t"
+      "cmp %[xp], %[t]\n\t"
+      "bne 2b\n\t"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [n] "=&r"(count), [p0] "+r"(p0),
+        [p1] "=&r"(p1), [p2] "=&r"(p2), [p3] "=&r"(p3), [xp] "=&r"(xp), [t] "=&r"(t)
+      : [P] "r"(&prm)
+      : "q0", "q1", "cc", "memory");
+}
+
+// Segments of whole 16-column vectors: quads of rows through quads_x16, the rest (n % 4 rows) through dot16_x4
+// (clamped rows), then the scaling as vectors of four rows.
+void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+  constexpr std::size_t block = 32;
+  const std::size_t seg = ch.seg, segs = ch.len / seg, steps = seg / 16;
+  const bool per_row = ch.rows_per_scale == 1;
+  const std::size_t st = ch.sw_stride;
+  const uint32x4_t sw_offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<std::uint32_t>(st));
+  for (std::size_t r0 = 0; r0 < n; r0 += block) {
+    const std::size_t rows = n - r0 < block ? n - r0 : block, quads = rows / 4;
+    alignas(16) float f[block];
+    for (std::size_t s = 0; s < segs; ++s) {
+      alignas(16) std::int32_t sums[block];
+      const std::int8_t* p0 = w + r0 * ldw + s * seg;
+      const std::int8_t* xs = ch.q + s * seg;
+      if (quads != 0) {
+        QuadParams prm{steps, xs, ldw, 4 * ldw - seg, sums, sums + 4 * quads};
+        quads_x16(p0, prm);
+      }
+      if (rows % 4 != 0) {
+        const std::size_t i = 4 * quads;
+        const std::int8_t* q0 = p0 + i * ldw;
+        const std::int8_t* q1 = p0 + clamp_row(i + 1, rows) * ldw;
+        const std::int8_t* q2 = p0 + clamp_row(i + 2, rows) * ldw;
+        const std::int8_t* q3 = p0 + clamp_row(i + 3, rows) * ldw;
+        const std::int8_t* xp = xs;
+        std::int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        dot16_x4(xp, q0, q1, q2, q3, steps, a0, a1, a2, a3);
+        sums[i] = a0;
+        sums[i + 1] = a1;  // rows past `rows` are written into the buffer and never read
+        sums[i + 2] = a2;
+        sums[i + 3] = a3;
+      }
+      // Scaling, four rows at a time: y directly when there is one segment, else into f.
+      const float sxs = ch.sx[s];
+      const float* const swb = ch.sw + r0 * st + s;
+      float* const y = ch.y + r0;
+      const float* const base = ch.first ? (ch.bias != nullptr ? ch.bias + r0 : nullptr) : y;
+      std::size_t i = 0;
+      for (; i + 4 <= rows; i += 4) {
+        float32x4_t sw;
+        if (per_row) {
+          sw = st == 1 ? vldrwq_f32(swb + i) : vldrwq_gather_shifted_offset_f32(swb + i * st, sw_offsets);
+        } else {
+          const float* const p[4] = {row_scales(ch, r0 + i), row_scales(ch, r0 + i + 1), row_scales(ch, r0 + i + 2),
+                                     row_scales(ch, r0 + i + 3)};
+          sw = scales4(p, s);
+        }
+        const float32x4_t v = vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(vldrwq_s32(sums + i)), sw), sxs);
+        if (segs == 1) {
+          vstrwq_f32(y + i, base != nullptr ? vaddq_f32(vldrwq_f32(base + i), v) : vaddq_f32(vdupq_n_f32(0.0f), v));
+        } else {
+          vstrwq_f32(f + i, s == 0 ? v : vaddq_f32(vldrwq_f32(f + i), v));
+        }
+      }
+      if (i < rows) {  // the last rows % 4 (rows past `rows` repeat the last one and are not stored)
+        const mve_pred16_t pr = vctp32q(static_cast<std::uint32_t>(rows - i));
+        const float* const p[4] = {row_scales(ch, r0 + i), row_scales(ch, r0 + clamp_row(i + 1, rows)),
+                                   row_scales(ch, r0 + clamp_row(i + 2, rows)),
+                                   row_scales(ch, r0 + clamp_row(i + 3, rows))};
+        const float32x4_t v = vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(vldrwq_s32(sums + i)), scales4(p, s)), sxs);
+        if (segs == 1) {
+          store_rows(y + i, base != nullptr ? base + i : nullptr, ch.first, v, rows - i);
+        } else {
+          vstrwq_p_f32(f + i, s == 0 ? v : vaddq_f32(vldrwq_f32(f + i), v), pr);
+        }
+      }
+    }
+    if (segs != 1)
+      for (std::size_t i = 0; i < rows; i += 4)
+        store_rows(ch.y + r0 + i, ch.bias != nullptr ? ch.bias + r0 + i : nullptr, ch.first, vldrwq_f32(f + i),
+                   rows - i < 4 ? rows - i : 4);
+  }
+}
+
 void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
   assert(ch.rows == 1);
+  if (ch.seg % 16 == 0) {
+    q8_rows_x16(w, ldw, n, ch);
+    return;
+  }
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
   const mve_pred16_t tail = vctp8q(static_cast<std::uint32_t>(rem));
   // One scale per row per segment (rows_per_scale 1): the four rows' scales are one gather at these offsets.
