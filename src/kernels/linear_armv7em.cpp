@@ -141,11 +141,17 @@ std::uint32_t absmax_bits_armv7em(const float* x, std::size_t n) noexcept {
 
 void quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
-    const float t = x[i] / s;  // |t| <= 127 (and a hair): 2t is exact, no conversion saturates
-    float twice = t, whole;
-    asm("vcvt.s32.f32 %0, %0, #1" : "+t"(twice));  // trunc(2t), as a fixed-point conversion with one fraction bit
+    float t = x[i] / s;  // |t| <= 127 (and a hair): 2t is exact, no conversion saturates
+#if defined(__ARM_FP) && (__ARM_FP & 8)
+    // FPv5 (Cortex-M7 with double precision) rounds to nearest with ties away from zero itself.
+    asm("vcvta.s32.f32 %0, %0" : "+t"(t));
+    q[i] = static_cast<std::int8_t>(static_cast<std::int32_t>(float_bits(t)));
+#else
+    float whole;
     asm("vcvt.s32.f32 %0, %1" : "=t"(whole) : "t"(t));
-    q[i] = static_cast<std::int8_t>(static_cast<std::int32_t>(float_bits(twice) - float_bits(whole)));
+    asm("vcvt.s32.f32 %0, %0, #1" : "+t"(t));  // trunc(2t), as a fixed-point conversion with one fraction bit
+    q[i] = static_cast<std::int8_t>(static_cast<std::int32_t>(float_bits(t) - float_bits(whole)));
+#endif
   }
 }
 

@@ -46,21 +46,29 @@ std::uint32_t absmax_bits_helium(const float* x, std::size_t n) noexcept {
   // The doubled bits (sign shifted out) order |x| as unsigned integers, NaN and inf above every finite value.
   uint32x4_t m = vdupq_n_u32(0);
   const auto* p = reinterpret_cast<const std::uint32_t*>(x);
-  for (std::size_t i = 0; i < n; i += 4, p += 4) {
-    const mve_pred16_t pr = vctp32q(static_cast<std::uint32_t>(n - i));
-    m = vmaxq_m_u32(m, m, vshlq_n_u32(vldrwq_z_u32(p, pr), 1), pr);
-  }
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4, p += 4) m = vmaxq_u32(m, vshlq_n_u32(vldrwq_u32(p), 1));
+  if (i < n) m = vmaxq_u32(m, vshlq_n_u32(vldrwq_z_u32(p, vctp32q(static_cast<std::uint32_t>(n - i))), 1));
   return vmaxvq_u32(0, m) >> 1;
 }
 
+MICROATTN_LINEAR_HELIUM_INLINE std::int8_t quantize_helium_one(float x, float s) noexcept {
+  float r = x / s;
+  asm("vcvta.s32.f32 %0, %0" : "+t"(r));  // round to nearest, ties away from zero
+  std::int32_t v;
+  std::memcpy(&v, &r, sizeof v);
+  return static_cast<std::int8_t>(v);
+}
+
 void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
-  for (std::size_t i = 0; i < n; ++i) {
-    float r = x[i] / s;
-    asm("vcvta.s32.f32 %0, %0" : "+t"(r));  // round to nearest, ties away from zero
-    std::int32_t v;
-    std::memcpy(&v, &r, sizeof v);
-    q[i] = static_cast<std::int8_t>(v);
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {  // four at a time: one loop test per four divisions
+    q[i] = quantize_helium_one(x[i], s);
+    q[i + 1] = quantize_helium_one(x[i + 1], s);
+    q[i + 2] = quantize_helium_one(x[i + 2], s);
+    q[i + 3] = quantize_helium_one(x[i + 3], s);
   }
+  for (; i < n; ++i) q[i] = quantize_helium_one(x[i], s);
 }
 
 // Four rows' int32 sums over `steps` vectors of 16 columns; the pointers advance past them. asm: VMLADAVA's
