@@ -306,7 +306,7 @@ MICROATTN_ARMV7EM_INLINE void q8_pair(const std::int8_t* w0, const std::int8_t* 
 // but its scaling.
 __attribute__((noinline)) void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch,
                                            const std::uint32_t* xx) noexcept {
-  constexpr std::size_t block = 32;  // rows whose sums are kept at a time
+  constexpr std::size_t block = 16;  // rows whose sums are kept at a time (stack: 128 B with their floats)
   const std::size_t seg = ch.seg, segs = ch.len / seg, steps = seg / 16;
   const bool per_row = ch.rows_per_scale == 1;
   for (std::size_t r0 = 0; r0 < n; r0 += block) {

@@ -167,7 +167,7 @@ void quads_x16(const std::int8_t* p0, QuadParams& prm) noexcept {
 // Segments of whole 16-column vectors: quads of rows through quads_x16, the rest (n % 4 rows) through dot16_x4
 // (clamped rows), then the scaling as vectors of four rows.
 void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
-  constexpr std::size_t block = 32;
+  constexpr std::size_t block = 32;  // rows whose sums are kept at a time (stack: 256 B with their floats)
   const std::size_t seg = ch.seg, segs = ch.len / seg, steps = seg / 16;
   const bool per_row = ch.rows_per_scale == 1;
   const std::size_t st = ch.sw_stride;
