@@ -5,12 +5,11 @@
 // MCU-sized shapes, plus two yardsticks compiled -O2 (mcu_bench_naive.cpp: the plain three-loop attention and matmul
 // a firmware would otherwise write), and prints one row per call: the work (MACs: m·n·k for matmul, 2·n²·d
 // for attention — causal included, so its row shows the work it skips — and projections + attention for a
-// layer, n·k for linear; elements for softmax), the cycles the DWT cycle counter saw, and cycles per MAC (or per element).
-// Each measured call sits between mcu_bench_mark_begin() and mcu_bench_mark_end(), two empty functions
-// whose addresses the QEMU plugin tools/qemu_insn_count.c is given: under QEMU, where the cycle counter
-// does not count (QEMU models no timing), scripts/mcu_bench.sh counts the instructions of each call instead.
-// Every result is checked against the yardstick (or an exact property), so a wrong kernel cannot post a
-// good figure: the program exits 1 on a mismatch.
+// layer, n·k for linear; elements for softmax), the cycles the DWT cycle counter saw, and cycles per MAC (or per
+// element). Each measured call sits between mcu_bench_mark_begin() and mcu_bench_mark_end(), two empty functions whose
+// addresses the QEMU plugin tools/qemu_insn_count.c is given: under QEMU, where the cycle counter does not count (QEMU
+// models no timing), scripts/mcu_bench.sh counts the instructions of each call instead. Every result is checked against
+// the yardstick (or an exact property), so a wrong kernel cannot post a good figure: the program exits 1 on a mismatch.
 //
 // On a board: build with any cross/cortex-m*.ini (ninja -C BUILD mcu/mcu_bench), bring the board's startup
 // and linker script, retarget printf (semihosting here), flash mcu_bench, read the console. The inputs are

@@ -4,8 +4,8 @@
 // Cases: attention n × 64 (n = 64, 128, 256; n queries = n keys, d = 64, dense and causal), decoding n_q × n_kv × 64
 // (the few-query shapes of the decoding issue: n_q = 1, 4, 8 queries against n_kv = 256, 1024, 4096 keys; dense as
 // op "decode", bottom-right causal as "decode_causal": query i sees keys j <= i + n_kv − n_q), matmul 128³, and
-// linear() with one row of x (m = 1) against 64 × 256, 256 × 64, 256 × 256 and 1024 × 1024 weights in f32, f16 and q8. Every
-// implementation runs once unmeasured and its output is compared with the test suite's double-precision reference
+// linear() with one row of x (m = 1) against 64 × 256, 256 × 64, 256 × 256 and 1024 × 1024 weights in f32, f16 and q8.
+// Every implementation runs once unmeasured and its output is compared with the test suite's double-precision reference
 // (tests/reference.cpp); then it runs again between arm_bench_mark_begin() and arm_bench_mark_end(), two empty
 // out-of-line functions whose addresses the QEMU plugin tools/qemu_insn_count.c is given, and must give the same bits.
 // scripts/arm_bench.sh builds this program, runs it under qemu-aarch64 / qemu-arm with the plugin and prints the table
@@ -281,9 +281,14 @@ void run_linear(std::size_t n, std::size_t k) {
       return true;
     };
     measure(
-        "microattn", f == 0 ? "linear_f32" : f == 1 ? "linear_f16" : "linear_q8", shape, static_cast<double>(n * k), y,
+        "microattn",
+        f == 0   ? "linear_f32"
+        : f == 1 ? "linear_f16"
+                 : "linear_q8",
+        shape, static_cast<double>(n * k), y,
         [&] {
-          if (ma::linear(ma::make_view(x.data(), 1, k), w, bias.data(), ma::make_view(y.data(), 1, n)) != ma::Status::ok)
+          if (ma::linear(ma::make_view(x.data(), 1, k), w, bias.data(), ma::make_view(y.data(), 1, n)) !=
+              ma::Status::ok)
             y[0] = std::numeric_limits<float>::quiet_NaN();
         },
         check);

@@ -156,44 +156,44 @@ void quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) no
 }
 
 // One step of dot16_x2 (16 columns of two rows), as asm text.
-#define MICROATTN_ARMV7EM_DOT16_X2 \
+#define MICROATTN_ARMV7EM_DOT16_X2                 \
   "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
-  "ldrd %[wa], %[wb], [%[p0]], #8\n\t" \
-  "sxtb16 %[t], %[wa], ror #8\n\t" \
-  "sxtb16 %[wa], %[wa]\n\t" \
-  "smlad %[a0], %[wa], %[x0], %[a0]\n\t" \
-  "smlad %[a0], %[t], %[x1], %[a0]\n\t" \
-  "sxtb16 %[t], %[wb], ror #8\n\t" \
-  "sxtb16 %[wb], %[wb]\n\t" \
-  "smlad %[a0], %[wb], %[x2], %[a0]\n\t" \
-  "smlad %[a0], %[t], %[x3], %[a0]\n\t" \
-  "ldrd %[wa], %[wb], [%[p1]], #8\n\t" \
-  "sxtb16 %[t], %[wa], ror #8\n\t" \
-  "sxtb16 %[wa], %[wa]\n\t" \
-  "smlad %[a1], %[wa], %[x0], %[a1]\n\t" \
-  "smlad %[a1], %[t], %[x1], %[a1]\n\t" \
-  "sxtb16 %[t], %[wb], ror #8\n\t" \
-  "sxtb16 %[wb], %[wb]\n\t" \
-  "smlad %[a1], %[wb], %[x2], %[a1]\n\t" \
-  "smlad %[a1], %[t], %[x3], %[a1]\n\t" \
+  "ldrd %[wa], %[wb], [%[p0]], #8\n\t"             \
+  "sxtb16 %[t], %[wa], ror #8\n\t"                 \
+  "sxtb16 %[wa], %[wa]\n\t"                        \
+  "smlad %[a0], %[wa], %[x0], %[a0]\n\t"           \
+  "smlad %[a0], %[t], %[x1], %[a0]\n\t"            \
+  "sxtb16 %[t], %[wb], ror #8\n\t"                 \
+  "sxtb16 %[wb], %[wb]\n\t"                        \
+  "smlad %[a0], %[wb], %[x2], %[a0]\n\t"           \
+  "smlad %[a0], %[t], %[x3], %[a0]\n\t"            \
+  "ldrd %[wa], %[wb], [%[p1]], #8\n\t"             \
+  "sxtb16 %[t], %[wa], ror #8\n\t"                 \
+  "sxtb16 %[wa], %[wa]\n\t"                        \
+  "smlad %[a1], %[wa], %[x0], %[a1]\n\t"           \
+  "smlad %[a1], %[t], %[x1], %[a1]\n\t"            \
+  "sxtb16 %[t], %[wb], ror #8\n\t"                 \
+  "sxtb16 %[wb], %[wb]\n\t"                        \
+  "smlad %[a1], %[wb], %[x2], %[a1]\n\t"           \
+  "smlad %[a1], %[t], %[x3], %[a1]\n\t"            \
   "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
-  "ldrd %[wa], %[wb], [%[p0]], #8\n\t" \
-  "sxtb16 %[t], %[wa], ror #8\n\t" \
-  "sxtb16 %[wa], %[wa]\n\t" \
-  "smlad %[a0], %[wa], %[x0], %[a0]\n\t" \
-  "smlad %[a0], %[t], %[x1], %[a0]\n\t" \
-  "sxtb16 %[t], %[wb], ror #8\n\t" \
-  "sxtb16 %[wb], %[wb]\n\t" \
-  "smlad %[a0], %[wb], %[x2], %[a0]\n\t" \
-  "smlad %[a0], %[t], %[x3], %[a0]\n\t" \
-  "ldrd %[wa], %[wb], [%[p1]], #8\n\t" \
-  "sxtb16 %[t], %[wa], ror #8\n\t" \
-  "sxtb16 %[wa], %[wa]\n\t" \
-  "smlad %[a1], %[wa], %[x0], %[a1]\n\t" \
-  "smlad %[a1], %[t], %[x1], %[a1]\n\t" \
-  "sxtb16 %[t], %[wb], ror #8\n\t" \
-  "sxtb16 %[wb], %[wb]\n\t" \
-  "smlad %[a1], %[wb], %[x2], %[a1]\n\t" \
+  "ldrd %[wa], %[wb], [%[p0]], #8\n\t"             \
+  "sxtb16 %[t], %[wa], ror #8\n\t"                 \
+  "sxtb16 %[wa], %[wa]\n\t"                        \
+  "smlad %[a0], %[wa], %[x0], %[a0]\n\t"           \
+  "smlad %[a0], %[t], %[x1], %[a0]\n\t"            \
+  "sxtb16 %[t], %[wb], ror #8\n\t"                 \
+  "sxtb16 %[wb], %[wb]\n\t"                        \
+  "smlad %[a0], %[wb], %[x2], %[a0]\n\t"           \
+  "smlad %[a0], %[t], %[x3], %[a0]\n\t"            \
+  "ldrd %[wa], %[wb], [%[p1]], #8\n\t"             \
+  "sxtb16 %[t], %[wa], ror #8\n\t"                 \
+  "sxtb16 %[wa], %[wa]\n\t"                        \
+  "smlad %[a1], %[wa], %[x0], %[a1]\n\t"           \
+  "smlad %[a1], %[t], %[x1], %[a1]\n\t"            \
+  "sxtb16 %[t], %[wb], ror #8\n\t"                 \
+  "sxtb16 %[wb], %[wb]\n\t"                        \
+  "smlad %[a1], %[wb], %[x2], %[a1]\n\t"           \
   "smlad %[a1], %[t], %[x3], %[a1]\n\t"
 
 // Two rows' int32 sums over 16 columns per step, `steps` steps: p0, p1 (word-aligned weight rows) and xp (the
@@ -204,23 +204,22 @@ MICROATTN_ARMV7EM_INLINE void dot16_x2(const std::int8_t*& p0, const std::int8_t
   register std::uint32_t x0 asm("r8"), x1 asm("r9"), x2 asm("r10"), x3 asm("r11");
   std::uint32_t wa, wb, t;
   asm volatile(
-      "1:\n\t"
-      MICROATTN_ARMV7EM_DOT16_X2
+      "1:\n\t" MICROATTN_ARMV7EM_DOT16_X2
       "subs %[n], %[n], #1\n\t"
       "bne 1b\n\t"
-      : [a0] "+r"(a0), [a1] "+r"(a1), [p0] "+r"(p0), [p1] "+r"(p1), [xp] "+r"(xp), [n] "+r"(steps),
-        [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "=&r"(wa), [wb] "=&r"(wb), [t] "=&r"(t)
+      : [a0] "+r"(a0), [a1] "+r"(a1), [p0] "+r"(p0), [p1] "+r"(p1), [xp] "+r"(xp), [n] "+r"(steps), [x0] "=&r"(x0),
+        [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "=&r"(wa), [wb] "=&r"(wb), [t] "=&r"(t)
       :
       : "cc", "memory");
 }
 
 // What pairs_x16 reads from memory (it has no register left for them).
 struct PairParams {
-  std::size_t steps;            // 16-column steps per row
-  const std::uint32_t* xx;      // the segment's expanded x
-  std::size_t ldw;              // weight row stride
-  std::size_t advance;          // 2·ldw − 16·steps: from the end of a pair's first row to the next pair
-  std::int32_t* sums;           // where the next pair's two sums go (advanced)
+  std::size_t steps;        // 16-column steps per row
+  const std::uint32_t* xx;  // the segment's expanded x
+  std::size_t ldw;          // weight row stride
+  std::size_t advance;      // 2·ldw − 16·steps: from the end of a pair's first row to the next pair
+  std::int32_t* sums;       // where the next pair's two sums go (advanced)
   const std::int32_t* sums_end;
 };
 
@@ -238,8 +237,7 @@ void pairs_x16(const std::int8_t* p0, PairParams& prm) noexcept {
       "add %[p1], %[p0], %[t]\n\t"
       "movs %[a0], #0\n\t"
       "movs %[a1], #0\n\t"
-      "1:\n\t"
-      MICROATTN_ARMV7EM_DOT16_X2
+      "1:\n\t" MICROATTN_ARMV7EM_DOT16_X2
       "subs %[n], %[n], #1\n\t"
       "bne 1b\n\t"
       "ldrd %[t], %[wa], [%[P], #12]\n\t"
@@ -249,8 +247,8 @@ void pairs_x16(const std::int8_t* p0, PairParams& prm) noexcept {
       "str %[wa], [%[P], #16]\n\t"
       "cmp %[wa], %[t]\n\t"
       "bne 2b\n\t"
-      : [a0] "=&r"(a0), [a1] "=&r"(a1), [p0] "+r"(p0), [p1] "=&r"(p1), [xp] "=&r"(xp), [n] "=&r"(n),
-        [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "=&r"(wa), [wb] "=&r"(wb), [t] "=&r"(t)
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [p0] "+r"(p0), [p1] "=&r"(p1), [xp] "=&r"(xp), [n] "=&r"(n), [x0] "=&r"(x0),
+        [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "=&r"(wa), [wb] "=&r"(wb), [t] "=&r"(t)
       : [P] "r"(&prm)
       : "cc", "memory");
 }

@@ -112,11 +112,11 @@ MICROATTN_LINEAR_HELIUM_INLINE float32x4_t scales4(const float* const sw[4], std
 
 // What quads_x16 reads from memory (its registers hold the four rows, their sums and the loop count).
 struct QuadParams {
-  std::size_t steps;        // 16-column vectors per row
-  const std::int8_t* x;     // the segment's quantized x
-  std::size_t ldw;          // weight row stride
-  std::size_t advance;      // 4·ldw − 16·steps... from the end of a quad's first row to the next quad's
-  std::int32_t* sums;       // where the next quad's four sums go (advanced)
+  std::size_t steps;     // 16-column vectors per row
+  const std::int8_t* x;  // the segment's quantized x
+  std::size_t ldw;       // weight row stride
+  std::size_t advance;   // 4·ldw − 16·steps... from the end of a quad's first row to the next quad's
+  std::int32_t* sums;    // where the next quad's four sums go (advanced)
   const std::int32_t* sums_end;
 };
 
@@ -158,8 +158,8 @@ void quads_x16(const std::int8_t* p0, QuadParams& prm) noexcept {
       "str %[xp], [%[P], #16]\n\t"
       "cmp %[xp], %[t]\n\t"
       "bne 2b\n\t"
-      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [n] "=&r"(count), [p0] "+r"(p0),
-        [p1] "=&r"(p1), [p2] "=&r"(p2), [p3] "=&r"(p3), [xp] "=&r"(xp), [t] "=&r"(t)
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [n] "=&r"(count), [p0] "+r"(p0), [p1] "=&r"(p1),
+        [p2] "=&r"(p2), [p3] "=&r"(p3), [xp] "=&r"(xp), [t] "=&r"(t)
       : [P] "r"(&prm)
       : "q0", "q1", "cc", "memory");
 }

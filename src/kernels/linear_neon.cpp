@@ -67,8 +67,10 @@ inline float32x4_t sum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x
 #if defined(__aarch64__)
   return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
 #else
-  const float32x2_t s0 = vadd_f32(vget_low_f32(a0), vget_high_f32(a0)), s1 = vadd_f32(vget_low_f32(a1), vget_high_f32(a1));
-  const float32x2_t s2 = vadd_f32(vget_low_f32(a2), vget_high_f32(a2)), s3 = vadd_f32(vget_low_f32(a3), vget_high_f32(a3));
+  const float32x2_t s0 = vadd_f32(vget_low_f32(a0), vget_high_f32(a0)),
+                    s1 = vadd_f32(vget_low_f32(a1), vget_high_f32(a1));
+  const float32x2_t s2 = vadd_f32(vget_low_f32(a2), vget_high_f32(a2)),
+                    s3 = vadd_f32(vget_low_f32(a3), vget_high_f32(a3));
   return vcombine_f32(vpadd_f32(s0, s1), vpadd_f32(s2, s3));
 #endif
 }
@@ -368,8 +370,7 @@ void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk
   std::size_t r = 0;
   if constexpr (MR == 1 && NR == 4) {
     if (i0 == 0)
-      for (; r + 4 <= n; r += 4)
-        q8_1x4(w, ldw, ch, r, ch.rows_per_scale == 1 ? ch.sw + r * ch.sw_stride : nullptr);
+      for (; r + 4 <= n; r += 4) q8_1x4(w, ldw, ch, r, ch.rows_per_scale == 1 ? ch.sw + r * ch.sw_stride : nullptr);
   }
   for (; r + NR <= n; r += NR) q8_tile<MR, NR>(w, ldw, ch, i0, r);
   for (; r < n; ++r) q8_tile<MR, 1>(w, ldw, ch, i0, r);
