@@ -194,6 +194,7 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, cons
   ma::detail::LayerState state{l.cached, l.position};
   ma::detail::LayerParts parts{{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim},
                                &w,
+                               &ma::detail::layer_weights_f32,
                                &config,
                                &state,
                                l.cache,

@@ -8,6 +8,7 @@
 #include "check.hpp"
 #include "kernels/cache_kernels.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/linear_kernels.hpp"
 #include "kernels/scalar_math.hpp"
 #include "sin_cos.hpp"
 
@@ -36,6 +37,97 @@ bool bad_overlap(const MatrixView<T>& y, const MatrixView<U>& input) noexcept {
 template <class T>
 bool overlaps_array(const MatrixView<T>& y, const float* a, std::size_t floats) noexcept {
   return a != nullptr && ranges_overlap(y.data, extent(y), a, floats);
+}
+
+}  // namespace
+
+// ---- weights ----------------------------------------------------------------------------------------------
+
+enum class Projection { q, k, v, out };
+constexpr unsigned weight_out = 16;  // with weight_problems' bits: the layer has an out projection
+
+// How a layer's calls read its weights (LayerParts::reader). Through function pointers so that what a firmware
+// links follows the constructor it calls: LayerWeights' reader references no f16/q8 code.
+struct LayerWeightReader {
+  // The weight_problems bits of the weights for a call writing y (weight_aliasing only for a y of valid shape),
+  // plus weight_out when there is an out projection.
+  unsigned (*check)(const LayerParts& layer, const MatrixView<float>& y) noexcept;
+  // dst (rows × the projection's outputs, stride ldd) = src (rows × model_dim, stride lds)·Wᵀ + bias.
+  void (*project)(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows,
+                  float* dst, std::size_t ldd) noexcept;
+};
+
+namespace {
+
+unsigned check_f32(const LayerParts& layer, const MatrixView<float>& y) noexcept {
+  const LayerWeights& w = *static_cast<const LayerWeights*>(layer.weights);
+  const std::size_t d = layer.shape.model_dim, kv_dim = layer.shape.kv_heads * layer.shape.head_dim;
+  unsigned p = w.out_weight != nullptr ? weight_out : 0;
+  if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr) p |= weight_null;
+  if (w.out_bias != nullptr && w.out_weight == nullptr) p |= weight_null;  // a bias needs its projection
+  if (!all_aligned(w.q_weight, w.k_weight, w.v_weight, w.q_bias, w.k_bias, w.v_bias, w.out_weight, w.out_bias))
+    p |= weight_misaligned;
+  if (y.data == nullptr || !shape_ok(y)) return p;
+  const struct {
+    const float* data;
+    std::size_t floats;
+  } arrays[] = {{w.q_weight, d * d}, {w.k_weight, kv_dim * d}, {w.v_weight, kv_dim * d}, {w.q_bias, d},
+                {w.k_bias, kv_dim},  {w.v_bias, kv_dim},       {w.out_weight, d * d},    {w.out_bias, d}};
+  for (const auto& a : arrays)  // a loop, not 8 inlined calls: this runs once per call, and flash is scarce
+    if (overlaps_array(y, a.data, a.floats)) return p | weight_aliasing;
+  return p;
+}
+
+void project_f32(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows, float* dst,
+                 std::size_t ldd) noexcept {
+  const LayerWeights& w = *static_cast<const LayerWeights*>(layer.weights);
+  const std::size_t d = layer.shape.model_dim;
+  const std::size_t n = p == Projection::k || p == Projection::v ? layer.shape.kv_heads * layer.shape.head_dim : d;
+  const float* m = p == Projection::q   ? w.q_weight
+                   : p == Projection::k ? w.k_weight
+                   : p == Projection::v ? w.v_weight
+                                        : w.out_weight;
+  const float* b = p == Projection::q   ? w.q_bias
+                   : p == Projection::k ? w.k_bias
+                   : p == Projection::v ? w.v_bias
+                                        : w.out_bias;
+  linear(selected_kernels(), src, lds, rows, d, m, b, n, dst, ldd);
+}
+
+unsigned check_matrices(const LayerParts& layer, const MatrixView<float>& y) noexcept {
+  const LayerWeightMatrices& w = *static_cast<const LayerWeightMatrices*>(layer.weights);
+  const std::size_t d = layer.shape.model_dim, kv_dim = layer.shape.kv_heads * layer.shape.head_dim;
+  unsigned p = weight_problems(w.q, w.q_bias, d, d, y) | weight_problems(w.k, w.k_bias, kv_dim, d, y) |
+               weight_problems(w.v, w.v_bias, kv_dim, d, y);
+  if (w.out.data != nullptr) {
+    p |= weight_out | weight_problems(w.out, w.out_bias, d, d, y);
+  } else if (w.out_bias != nullptr) {
+    p |= weight_null;  // a bias needs its projection
+  }
+  // weight_problems tests a matrix's overlaps only when it has no other problem: another's problem hides none.
+  return p;
+}
+
+void project_matrices(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows,
+                      float* dst, std::size_t ldd) noexcept {
+  const LayerWeightMatrices& w = *static_cast<const LayerWeightMatrices*>(layer.weights);
+  const WeightMatrix& m = p == Projection::q ? w.q : p == Projection::k ? w.k : p == Projection::v ? w.v : w.out;
+  const float* b = p == Projection::q   ? w.q_bias
+                   : p == Projection::k ? w.k_bias
+                   : p == Projection::v ? w.v_bias
+                                        : w.out_bias;
+  // q8 quantizes src into the attention workspace, which no projection's input or output uses: the chunk stays
+  // off the stack of the deepest path (1 KiB on Cortex-M).
+  linear_checked(src, lds, rows, m, b, dst, ldd, layer.scratch + 2 * layer_block_q * layer.shape.model_dim);
+}
+
+// The workspace holds q8's chunk for every head size (attention_workspace_floats grows with it).
+static_assert(attention_workspace_floats(1, 1) * sizeof(float) >= linear_q8_workspace_bytes,
+              "the attention workspace cannot hold linear()'s q8 chunk");
+
+void project(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows, float* dst,
+             std::size_t ldd) noexcept {
+  layer.reader->project(layer, p, src, lds, rows, dst, ldd);
 }
 
 // ---- rotary embeddings -------------------------------------------------------------------------------------
@@ -89,6 +181,7 @@ struct LayerPlan {
   std::size_t n_kv, first_kv;  // keys [0, n_kv) after the call's new rows [first_kv, n_kv) are stored
   std::size_t q_position;      // the position of the call's first query row
   std::size_t window;
+  bool project_out;  // the layer has an out projection
 };
 
 // Rows [first, first + rows) of an f16 / q8 cache from float K and V rows (stride ld).
@@ -117,7 +210,6 @@ void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, Laye
                           const MatrixView<const float>& context, std::size_t n_kv, std::size_t first_kv,
                           std::size_t q_position) noexcept {
   const LayerShape& shape = layer.shape;
-  const LayerWeights& w = *layer.weights;
   LayerState& state = *layer.state;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
@@ -145,8 +237,8 @@ void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, Laye
   for (std::size_t r0 = 0; r0 < rows; r0 += layer_block_q) {
     const std::size_t n = rows - r0 < layer_block_q ? rows - r0 : layer_block_q;
     const float* src = context.data + r0 * context.stride;
-    linear(kern, src, context.stride, n, d, w.k_weight, w.k_bias, kv_dim, k_tile, kv_dim);
-    linear(kern, src, context.stride, n, d, w.v_weight, w.v_bias, kv_dim, v_tile, kv_dim);
+    project(layer, Projection::k, src, context.stride, n, k_tile, kv_dim);
+    project(layer, Projection::v, src, context.stride, n, v_tile, kv_dim);
     rotate(kern, *layer.config, hd, shape.kv_heads, k_tile, kv_dim, n, q_position + r0);
     store_cache_rows(cache, shape, first_kv + r0, k_tile, v_tile, kv_dim, n);
   }
@@ -164,17 +256,15 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
                                                const AttentionOptions& options, LayerPlan& plan,
                                                const LayerCache* cache) noexcept {
   const LayerShape& shape = layer.shape;
-  const LayerWeights& w = *layer.weights;
   const LayerConfig& config = *layer.config;
   LayerState& state = *layer.state;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
-  if (w.q_weight == nullptr || w.k_weight == nullptr || w.v_weight == nullptr) return Status::null_pointer;
+  const unsigned weights = layer.reader->check(layer, y);
+  if ((weights & weight_null) != 0) return Status::null_pointer;
   if (query.data == nullptr || context.data == nullptr || y.data == nullptr) return Status::null_pointer;
-  if (w.out_bias != nullptr && w.out_weight == nullptr) return Status::null_pointer;  // a bias needs its projection
-  if (!all_aligned(w.q_weight, w.k_weight, w.v_weight, w.q_bias, w.k_bias, w.v_bias, w.out_weight, w.out_bias, query,
-                   context, y, options.mask))
-    return Status::misaligned;
+  if ((weights & weight_misaligned) != 0 || !all_aligned(query, context, y, options.mask)) return Status::misaligned;
+  if ((weights & weight_shape) != 0) return Status::invalid_shape;
   if (!shape_ok(query) || !shape_ok(context) || !shape_ok(y)) return Status::invalid_shape;
   if (query.cols != d || context.cols != d || y.cols != d || y.rows != query.rows) return Status::invalid_shape;
   if (!config_ok(config, hd)) return Status::invalid_shape;
@@ -207,19 +297,13 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
   // y against every array the call reads (weights) or writes (the scratch), and the inputs against the scratch.
   const std::size_t scratch =
       Quantized ? layer_scratch_floats(d, shape.heads, cache->format) : layer_scratch_floats(d, shape.heads);
-  const struct {
-    const float* data;
-    std::size_t floats;
-  } arrays[] = {{w.q_weight, d * d},   {w.k_weight, kv_dim * d}, {w.v_weight, kv_dim * d},
-                {w.q_bias, d},         {w.k_bias, kv_dim},       {w.v_bias, kv_dim},
-                {w.out_weight, d * d}, {w.out_bias, d},          {layer.scratch, scratch}};
-  for (const auto& a : arrays)  // a loop, not 9 inlined calls: this runs once per call, and flash is scarce
-    if (overlaps_array(y, a.data, a.floats)) return Status::aliasing;
+  if ((weights & weight_aliasing) != 0 || overlaps_array(y, layer.scratch, scratch)) return Status::aliasing;
   if (overlaps_array(query, layer.scratch, scratch) || overlaps_array(context, layer.scratch, scratch) ||
       (mask.data != nullptr && overlaps_array(mask, layer.scratch, scratch)))
     return Status::aliasing;
 
   const Kernels& kern = selected_kernels();
+  plan.project_out = (weights & weight_out) != 0;
   // The position of the call's first query row, and of its first new key row.
   const std::size_t q_position = op == LayerOp::append ? state.position : 0;
   if (Quantized) {
@@ -237,13 +321,16 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
     float* const k_new = layer.k + first_kv * kv_dim;
     float* const v_new = layer.v + first_kv * kv_dim;
     const std::size_t rows = n_kv - first_kv;
-    linear(kern, context.data, context.stride, rows, d, w.k_weight, w.k_bias, kv_dim, k_new, kv_dim);
-    linear(kern, context.data, context.stride, rows, d, w.v_weight, w.v_bias, kv_dim, v_new, kv_dim);
+    project(layer, Projection::k, context.data, context.stride, rows, k_new, kv_dim);
+    project(layer, Projection::v, context.data, context.stride, rows, v_new, kv_dim);
     rotate(kern, config, hd, shape.kv_heads, k_new, kv_dim, rows, q_position);
     state.cached = n_kv;
     state.position = q_position + rows;
   }
-  plan = {n_kv, first_kv, q_position, window};
+  plan.n_kv = n_kv;
+  plan.first_kv = first_kv;
+  plan.q_position = q_position;
+  plan.window = window;
   return Status::ok;
 }
 
@@ -258,7 +345,6 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
                                                   const AttentionOptions& options, const LayerPlan& plan,
                                                   const LayerCache* cache) noexcept {
   const LayerShape& shape = layer.shape;
-  const LayerWeights& w = *layer.weights;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
   const std::size_t n_q = query.rows, n_kv = plan.n_kv;
@@ -276,18 +362,18 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
     tile.causal_offset = static_cast<std::ptrdiff_t>(plan.first_kv);
   }
   const std::size_t group = shape.heads / shape.kv_heads;
-  const bool project = w.out_weight != nullptr;
+  const bool project_out = plan.project_out;
   QueryHeads heads{{}, hd, {}, hd, 1};  // query heads sharing a K/V head, offset by hd within a row
   MatrixView<const float> kh{layer.k, n_kv, hd, kv_dim}, vh{layer.v, n_kv, hd, kv_dim};
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += layer_block_q) {
     const std::size_t bq = n_q - i0 < layer_block_q ? n_q - i0 : layer_block_q;
-    linear(kern, query.data + i0 * query.stride, query.stride, bq, d, w.q_weight, w.q_bias, d, q_tile, d);
+    project(layer, Projection::q, query.data + i0 * query.stride, query.stride, bq, q_tile, d);
     rotate(kern, *layer.config, hd, shape.heads, q_tile, d, bq, plan.q_position + i0);
     if (mask.data != nullptr) tile.mask = {mask.data + i0 * mask.stride, bq, n_kv, mask.stride};
     // The views of a head (one set, built in place: this frame is on the deepest stack path).
     heads.q = {q_tile, bq, hd, d};
-    heads.out = {project ? heads_tile : y.data + i0 * y.stride, bq, hd, project ? d : y.stride};
+    heads.out = {project_out ? heads_tile : y.data + i0 * y.stride, bq, hd, project_out ? d : y.stride};
     if (Quantized) {
       // Every query tile on the converting row path, the query heads of a K/V head in one pass over it.
       const std::size_t es = cache->format == Format::f16 ? 2 : 1;
@@ -329,12 +415,15 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
         heads.out.data += hd;
       }
     }
-    if (project) linear(kern, heads_tile, d, bq, d, w.out_weight, w.out_bias, d, y.data + i0 * y.stride, y.stride);
+    if (project_out) project(layer, Projection::out, heads_tile, d, bq, y.data + i0 * y.stride, y.stride);
     advance_rows(tile, bq);
   }
 }
 
 }  // namespace
+
+const LayerWeightReader layer_weights_f32{check_f32, project_f32};
+const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices};
 
 bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
   // On θ's bits (one load): ±0 is no rope; [1, FLT_MAX] is one range, negative, NaN and inf lie outside it.

@@ -34,7 +34,10 @@ bool view_overlaps_bytes(const MatrixView<float>& y, const void* p, std::size_t 
 // q8 where every row's groups cut its columns alike: segments of seg_len = min(group, k) columns, each inside one
 // weight group; x is quantized per segment, rows_max rows × one chunk of columns at a time. Not inlined: Clang put
 // its 5 KiB of buffers in linear_run's frame, under the f32 path's gemm too (20 344 bytes of stack, SmallStack).
-__attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const LinearArgs& a) noexcept {
+// q and sx are the quantized chunk and its scales (linear_q8_rows × linear_q8_chunk_bytes and × _groups), lent by
+// the caller: linear()'s stack (run_q8_on_stack), or a layer's scratch (linear_checked).
+__attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const LinearArgs& a, std::int8_t* q,
+                                                float* sx) noexcept {
   const std::size_t k = a.k, group = a.group;
   const std::size_t seg_len = group < k ? group : k;
   const std::size_t rows_per_scale = group > k ? group / k : 1;
@@ -45,8 +48,6 @@ __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const Li
   std::size_t segs_per_chunk = long_segments ? 1 : linear_q8_chunk_bytes / seg_len;
   if (segs_per_chunk > linear_q8_chunk_groups) segs_per_chunk = linear_q8_chunk_groups;
 
-  alignas(64) std::int8_t q[linear_q8_rows * linear_q8_chunk_bytes];
-  float sx[linear_q8_rows * linear_q8_chunk_groups];
   float long_sx[linear_q8_rows] = {};  // the scale of the current long segment, per row
   const auto* w = static_cast<const std::int8_t*>(a.w);
 
@@ -111,9 +112,15 @@ __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const Li
   }
 }
 
-}  // namespace
+// The chunk on the stack, in a frame of its own (see above: not in linear_run's).
+__attribute__((noinline)) void run_q8_on_stack(const LinearKernels& t, const LinearArgs& a) noexcept {
+  alignas(64) std::int8_t q[linear_q8_rows * linear_q8_chunk_bytes];
+  float sx[linear_q8_rows * linear_q8_chunk_groups];
+  run_q8_quantized(t, a, q, sx);
+}
 
-void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
+// linear_run, with q8's chunk in `workspace` (linear_q8_workspace_bytes, float-aligned) or, when null, on the stack.
+void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a, float* workspace) noexcept {
   assert(a.m > 0 && a.n > 0 && a.k > 0);
   switch (format) {
     case Format::f32:
@@ -125,7 +132,14 @@ void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noex
     case Format::q8:
       assert(a.group > 0 && (a.n * a.k) % a.group == 0);
       if (a.k % a.group == 0 || a.group % a.k == 0) {
-        run_q8_quantized(t, a);
+        if (workspace == nullptr) {
+          run_q8_on_stack(t, a);
+        } else {
+          // The chunk 64-byte aligned, as on the stack; its scales after it.
+          auto* q =
+              reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) & ~std::uintptr_t{63});
+          run_q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes));
+        }
       } else {
         for (std::size_t i = 0; i < a.m; ++i) linear_q8_float_row(a, i);
       }
@@ -133,31 +147,52 @@ void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noex
   }
 }
 
+}  // namespace
+
+void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
+  linear_dispatch(t, format, a, nullptr);
+}
+
+void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
+                    std::size_t ldy, float* workspace) noexcept {
+  // A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
+  const LinearArgs args{x, m == 1 ? w.cols : ldx, w.data, w.scales, w.group, bias,
+                        y, m == 1 ? w.rows : ldy, m,      w.rows,   w.cols};
+  linear_dispatch(selected_linear_kernels(), w.format, args, workspace);
+}
+
+unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,
+                         const MatrixView<float>& y) noexcept {
+  const bool q8 = w.format == Format::q8;
+  unsigned p = 0;
+  if (w.data == nullptr || (q8 && w.scales == nullptr)) p |= weight_null;
+  if (!aligned(bias) || (w.format == Format::f32 && !aligned(w.data)) ||
+      (w.format == Format::f16 && reinterpret_cast<std::uintptr_t>(w.data) % 2 != 0) || (q8 && !aligned(w.scales)))
+    p |= weight_misaligned;
+  const std::size_t n = w.rows, k = w.cols;
+  if ((w.format != Format::f32 && w.format != Format::f16 && !q8) || n != rows || k != cols || n == 0 || k == 0 ||
+      n > static_cast<std::size_t>(PTRDIFF_MAX) / element_bytes(w.format) / k ||
+      (q8 && (w.group == 0 || (n * k) % w.group != 0)))
+    p |= weight_shape;
+  // The overlaps only where the sizes they are computed from are valid (the caller reports the rest first).
+  if (p == 0 && y.data != nullptr && shape_ok(y) &&
+      (view_overlaps_bytes(y, w.data, n * k * element_bytes(w.format)) ||
+       (q8 && view_overlaps_bytes(y, w.scales, n * k / w.group * sizeof(float))) ||
+       (bias != nullptr && view_overlaps_bytes(y, bias, n * sizeof(float)))))
+    p |= weight_aliasing;
+  return p;
+}
+
 }  // namespace detail
 
 Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y) noexcept {
-  const bool q8 = w.format == Format::q8;
-  if (x.data == nullptr || y.data == nullptr || w.data == nullptr || (q8 && w.scales == nullptr))
-    return Status::null_pointer;
-  if (!detail::all_aligned(x, y, bias) || (w.format == Format::f32 && !detail::aligned(w.data)) ||
-      (w.format == Format::f16 && reinterpret_cast<std::uintptr_t>(w.data) % 2 != 0) ||
-      (q8 && !detail::aligned(w.scales)))
-    return Status::misaligned;
-  if (w.format != Format::f32 && w.format != Format::f16 && !q8) return Status::invalid_shape;
-  if (!detail::shape_ok(x) || !detail::shape_ok(y)) return Status::invalid_shape;
-  const std::size_t n = w.rows, k = w.cols, elem = detail::element_bytes(w.format);
-  if (n == 0 || k == 0 || n > static_cast<std::size_t>(PTRDIFF_MAX) / elem / k) return Status::invalid_shape;
-  if (x.cols != k || y.cols != n || y.rows != x.rows) return Status::invalid_shape;
-  if (q8 && (w.group == 0 || (n * k) % w.group != 0)) return Status::invalid_shape;
-  if (detail::views_overlap(y, x) || detail::view_overlaps_bytes(y, w.data, n * k * elem) ||
-      (q8 && detail::view_overlaps_bytes(y, w.scales, n * k / w.group * sizeof(float))) ||
-      (bias != nullptr && detail::view_overlaps_bytes(y, bias, n * sizeof(float))))
-    return Status::aliasing;
-
-  // A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
-  const detail::LinearArgs args{x.data, x.rows == 1 ? k : x.stride, w.data, w.scales, w.group, bias,
-                                y.data, y.rows == 1 ? n : y.stride, x.rows, n,        k};
-  detail::linear_run(detail::selected_linear_kernels(), w.format, args);
+  const unsigned p = detail::weight_problems(w, bias, w.rows, w.cols, y);
+  if (x.data == nullptr || y.data == nullptr || (p & detail::weight_null) != 0) return Status::null_pointer;
+  if (!detail::all_aligned(x, y) || (p & detail::weight_misaligned) != 0) return Status::misaligned;
+  if ((p & detail::weight_shape) != 0 || !detail::shape_ok(x) || !detail::shape_ok(y)) return Status::invalid_shape;
+  if (x.cols != w.cols || y.cols != w.rows || y.rows != x.rows) return Status::invalid_shape;
+  if (detail::views_overlap(y, x) || (p & detail::weight_aliasing) != 0) return Status::aliasing;
+  detail::linear_checked(x.data, x.stride, x.rows, w, bias, y.data, y.stride, nullptr);
   return Status::ok;
 }
 

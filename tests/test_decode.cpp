@@ -324,7 +324,7 @@ TEST(Decode, RotaryAtLargePositions) {
                                         << cfg.rope_interleaved << " positions " << run.first << " step " << run.step);
       ma::detail::LayerState state{0, run.first};
       const ma::detail::LayerParts parts{
-          {n, d, heads, heads, d / heads}, &lw, &cfg, &state, k.data(), v.data(), scratch.data()};
+          {n, d, heads, heads, d / heads}, &lw, &ma::detail::layer_weights_f32, &cfg, &state, k.data(), v.data(), scratch.data()};
       ref::MhaCase c{d,
                      heads,
                      heads,

@@ -158,10 +158,11 @@ TEST(Layers, RamIsTheDocumentedFormula) {
   constexpr std::size_t formula =
       4 * (2 * 64 * 4 * hd + 2 * ma::attention_block_q * 64 + ma::attention_workspace_floats(hd, hd));
   static_assert(L::ram_bytes == formula, "ram_bytes follows the documented formula");
-  static_assert(sizeof(L) >= L::ram_bytes && sizeof(L) <= L::ram_bytes + sizeof(ma::LayerWeights) +
-                                                              sizeof(ma::LayerConfig) + 3 * sizeof(void*) + 16,
-                "the object holds its buffers, the weight pointers, the configuration, the cache state (2 words) "
-                "and a scratch pointer, nothing else");
+  static_assert(sizeof(L) >= L::ram_bytes && sizeof(L) <= L::ram_bytes + sizeof(ma::LayerWeightMatrices) +
+                                                              sizeof(ma::LayerConfig) + 4 * sizeof(void*) + 16,
+                "the object holds its buffers, the weights given to its constructor (LayerWeights or "
+                "LayerWeightMatrices), the configuration, the cache state (2 words), a scratch and a reader pointer, "
+                "nothing else");
   using S = ma::MultiHeadAttentionSharedScratch<64, 64, 4>;
   static_assert(S::ram_bytes == 4 * (2 * 64 * 4 * hd), "a shared-scratch layer holds only K and V");
   static_assert(

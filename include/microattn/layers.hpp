@@ -56,11 +56,26 @@ struct LayerState {
   std::size_t cached;
   std::size_t position;
 };
-// Everything a layer lends to the non-template functions: its shape, weights, configuration, cache state,
-// K and V (max_seq × kv_heads·head_dim each) and the per-call scratch (layer_scratch_floats).
+// How a layer reads its weights (layers.cpp): one reader for LayerWeights (fp32 only: a firmware that builds its
+// layers from LayerWeights links no f16/q8 kernel), one for LayerWeightMatrices (every format, linear()'s kernels).
+struct LayerWeightReader;
+extern const LayerWeightReader layer_weights_f32;
+extern const LayerWeightReader layer_weight_matrices;
+// What a layer stores of its weights: those given to its constructor, read by the matching reader.
+union LayerWeightStore {
+  LayerWeights f32;
+  LayerWeightMatrices matrices;
+  explicit LayerWeightStore(const LayerWeights& w) noexcept : f32(w) {}
+  explicit LayerWeightStore(const LayerWeightMatrices& w) noexcept : matrices(w) {}
+};
+
+// Everything a layer lends to the non-template functions: its shape, weights (a LayerWeights or a
+// LayerWeightMatrices, as `reader` reads them), configuration, cache state, K and V (max_seq × kv_heads·head_dim
+// each) and the per-call scratch (layer_scratch_floats).
 struct LayerParts {
   LayerShape shape;
-  const LayerWeights* weights;
+  const void* weights;
+  const LayerWeightReader* reader;
   const LayerConfig* config;
   LayerState* state;
   float* k;
@@ -167,14 +182,21 @@ struct LayerScratch {
 // OwnsScratch = false (MultiHeadAttentionSharedScratch): it holds only the K/V cache and borrows the scratch
 // from a LayerScratch given to its constructor, so the N layers of a model pay for one scratch.
 //
-// RAM held by the object: ram_bytes, plus the weight pointers, the LayerConfig, the cache state (2 words)
-// and a scratch pointer:
+// Weights: LayerWeights (fp32), or LayerWeightMatrices, each projection in its own format (f32, f16, q8; see
+// weights.hpp), through linear()'s kernels and within its accuracy bounds (README "Numerical contract"): f16 is
+// converted exactly (the fp32 bounds of the layer hold for the f16 values); q8 quantizes the projection's input
+// rows per group as linear() does (absmax/127, round half away from zero), whose error bound per projected element
+// is linear()'s. A firmware that builds its layers only from LayerWeights links none of the f16/q8 code.
+//
+// RAM held by the object: ram_bytes, plus the weights given to the constructor (a LayerWeightMatrices' worth:
+// 112 bytes on 32-bit targets), the LayerConfig, the cache state (2 words), a scratch pointer and a reader pointer:
 //   4 · [ 2·MaxSeq·KvHeads·HeadDim                      K and V of every cached row (layer_cache_floats)
 //       + 2·attention_block_q·ModelDim                  Q and the concatenated heads of one query tile  } owned
 //       + attention_workspace_floats(HeadDim, HeadDim) ]                                                 } scratch
 // e.g. MultiHeadAttention<64, 64, 4>: 32 KiB of K/V + 16 KiB of tiles + 12.4 KiB workspace on x86/ARM-A;
 // 32 KiB + 2 KiB + 0.9 KiB on Cortex-M (4-query tiles). Nothing else is allocated, anywhere;
-// forward() uses at most entry_point_stack_bytes (16 KiB) of stack on SIMD builds, 1 KiB on Cortex-M.
+// forward() uses at most entry_point_stack_bytes (16 KiB) of stack on SIMD builds, 1 KiB on Cortex-M, in every
+// weight format: q8 projections quantize their input in the scratch's attention workspace, not on the stack.
 //
 // Decoding. The cache holds the K/V of rows at positions [position() − cached(), position()):
 //   forward(x, y) / forward(query, context, y) refill it with x (or context): cached() == position() == rows.
@@ -247,13 +269,42 @@ class MultiHeadAttention {
   // Not constexpr on purpose: a static layer is then zero-initialised (.bss) and only the weight pointers
   // and the configuration are stored at start-up, instead of its whole buffer going to .data (and flash).
   explicit MultiHeadAttention(const Weights& weights, const LayerConfig& config = {}) noexcept
-      : weights_(weights), config_(config), state_{0, 0}, scratch_(nullptr) {
+      : weights_(weights), reader_(&detail::layer_weights_f32), config_(config), state_{0, 0}, scratch_(nullptr) {
     static_assert(OwnsScratch, "MultiHeadAttentionSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   // A layer that borrows its per-call scratch: `scratch` must outlive it and hold at least scratch_floats.
   template <std::size_t Floats>
   MultiHeadAttention(const Weights& weights, LayerScratch<Floats>& scratch, const LayerConfig& config = {}) noexcept
-      : weights_(weights), config_(config), state_{0, 0}, scratch_(scratch.data) {
+      : weights_(weights), reader_(&detail::layer_weights_f32), config_(config), state_{0, 0}, scratch_(scratch.data) {
+    static_assert(!OwnsScratch, "a MultiHeadAttention owns its scratch: use MultiHeadAttentionSharedScratch");
+    static_assert(
+        Floats >= scratch_floats,
+        "LayerScratch too small: use layer_scratch_floats(ModelDim, Heads) (with the cache format for f16/q8)");
+  }
+  // Weights in any formats (LayerWeightMatrices: the matrices and their data borrowed, the struct copied):
+  //   q: (Heads·HeadDim) × ModelDim   k, v: (KvHeads·HeadDim) × ModelDim   out: ModelDim × ModelDim, or
+  //   out.data == nullptr: no out projection (y is the concatenated heads)
+  //   q_bias: Heads·HeadDim floats, k_bias, v_bias: KvHeads·HeadDim, out_bias: ModelDim (nullptr: no bias)
+  // The weights are checked at every call, as the LayerWeights ones, with the statuses of linear() (nothing is
+  // written, the cache unchanged, on error):
+  //   null_pointer   q, k or v data null; a q8 matrix's scales null; out_bias without out.data
+  //   misaligned     f32 data, q8 scales or a bias not 4-byte aligned; f16 data not 2-byte aligned (q8 data: any)
+  //   invalid_shape  a format outside Format; a matrix whose rows × cols differ from the above; q8 group 0 or not
+  //                  dividing rows·cols
+  //   aliasing       y sharing a byte with any weight data, scales or bias
+  // each in its place in the order of the calls' checks (null pointers, alignment, shapes, overlaps).
+  explicit MultiHeadAttention(const LayerWeightMatrices& weights, const LayerConfig& config = {}) noexcept
+      : weights_(weights), reader_(&detail::layer_weight_matrices), config_(config), state_{0, 0}, scratch_(nullptr) {
+    static_assert(OwnsScratch, "MultiHeadAttentionSharedScratch needs a LayerScratch: (weights, scratch, config)");
+  }
+  template <std::size_t Floats>
+  MultiHeadAttention(const LayerWeightMatrices& weights, LayerScratch<Floats>& scratch,
+                     const LayerConfig& config = {}) noexcept
+      : weights_(weights),
+        reader_(&detail::layer_weight_matrices),
+        config_(config),
+        state_{0, 0},
+        scratch_(scratch.data) {
     static_assert(!OwnsScratch, "a MultiHeadAttention owns its scratch: use MultiHeadAttentionSharedScratch");
     static_assert(
         Floats >= scratch_floats,
@@ -298,13 +349,17 @@ class MultiHeadAttention {
   std::size_t position() const noexcept { return state_.position; }  // the position of the next appended row
   void reset() noexcept { state_ = {0, 0}; }                         // empty cache, position 0
 
-  const Weights& weights() const noexcept { return weights_; }
+  // The weights given to the constructor: weights() for a layer made from LayerWeights, weight_matrices() for
+  // one made from LayerWeightMatrices (the other is not the stored one).
+  const Weights& weights() const noexcept { return weights_.f32; }
+  const LayerWeightMatrices& weight_matrices() const noexcept { return weights_.matrices; }
   const LayerConfig& config() const noexcept { return config_; }
 
  private:
   detail::LayerParts parts() noexcept {
     return {{MaxSeq, ModelDim, Heads, KvHeads, HeadDim},
             &weights_,
+            reader_,
             &config_,
             &state_,
             buffer_,
@@ -318,6 +373,7 @@ class MultiHeadAttention {
   detail::LayerParts cache_parts() noexcept {
     return {{MaxSeq, ModelDim, Heads, KvHeads, HeadDim},
             &weights_,
+            reader_,
             &config_,
             &state_,
             nullptr,
@@ -337,7 +393,8 @@ class MultiHeadAttention {
       return detail::layer_run_cache(cache_parts(), cache(), op, query, context, y, options);
   }
 
-  Weights weights_;
+  detail::LayerWeightStore weights_;
+  const detail::LayerWeightReader* reader_;
   LayerConfig config_;
   detail::LayerState state_;
   float* scratch_;               // the borrowed scratch (nullptr when owned)
