@@ -223,6 +223,16 @@ def calls_linear_table(name):
     return re.sub(r"\.ci$", ".o", name) == "src_linear.cpp.o"
 
 
+def is_layers(name):
+    """Whether an object (or its .ci file) is layers.cpp, whose data holds the layers' weight readers."""
+    return re.sub(r"\.ci$", ".o", name) == "src_layers.cpp.o"
+
+
+# The functions that call through a layer's weight reader (LayerParts::reader, layers.cpp): their indirect calls may
+# also reach the readers' functions (the projections and weight checks of LayerWeights and LayerWeightMatrices).
+READER_CALLERS = re.compile(r"layer_(prepare|attend_tiles)\(")
+
+
 def worst_stack(graph, indirect, external, title, path=()):
     """(bytes, path) of the deepest call chain from title. indirect = (the functions stored in detail::Kernels' tables,
     those stored in linear()'s): only linear.cpp calls through linear()'s table, and its kernels call matmul's
@@ -234,7 +244,10 @@ def worst_stack(graph, indirect, external, title, path=()):
         own, callees = graph.frame[title], set(graph.calls.get(title, ()))
         if "__indirect_call" in callees:
             callees.discard("__indirect_call")
-            callees |= indirect[1] if calls_linear_table(graph.origin.get(title, "")) else indirect[0]
+            origin = graph.origin.get(title, "")
+            callees |= indirect[1] if calls_linear_table(origin) else indirect[0]
+            if is_layers(origin) and READER_CALLERS.search(graph.name.get(title, "")):
+                callees |= indirect[2]
         label = short_name(graph.name.get(title, title))
     elif title in frames:  # outside the library: from the disassembly
         own, callees, label = frames[title], calls[title], title + " (disassembly)"
@@ -281,8 +294,9 @@ def stack_report(build, probe):
                     corrected.append(f"{short_name(graph.name[title])} {graph.frame[title]} -> {prologue}")
                     graph.frame[title] = prologue
     library = [o for o in objects if "libmicroattn.a.p" in o]
-    indirect = (address_taken_functions([o for o in library if not is_linear(os.path.basename(o))], graph),
-                address_taken_functions([o for o in library if is_linear(os.path.basename(o))], graph))
+    readers = address_taken_functions([o for o in library if is_layers(os.path.basename(o))], graph)
+    indirect = (address_taken_functions([o for o in library if not is_linear(os.path.basename(o))], graph) - readers,
+                address_taken_functions([o for o in library if is_linear(os.path.basename(o))], graph), readers)
     external = disassembly_frames(probe)
 
     def worst(label, pattern):
@@ -297,7 +311,7 @@ def stack_report(build, probe):
         wrappers[m.group(1)] = (worst(m.group(1), PROBE_WRAPPER.format(m.group(1)))[0], int(m.group(2)))
     if len(wrappers) != len(ENTRY_POINTS):
         raise ValueError(f"{probe} measured {len(wrappers)} calls, not {len(ENTRY_POINTS)}")
-    return results, sorted(short_name(graph.name.get(t, t)) for t in indirect[0] | indirect[1]), corrected, wrappers
+    return results, sorted(short_name(graph.name.get(t, t)) for t in indirect[0] | indirect[1] | indirect[2]), corrected, wrappers
 
 
 def run_on_board(build, program):

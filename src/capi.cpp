@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "check.hpp"
+#include "kernels/linear_kernels.hpp"
 #include "microattn/microattn.hpp"
 
 namespace ma = microattn;
@@ -104,6 +105,22 @@ bool overlaps_weights(const float* buffer, std::size_t floats, const microattn_l
 
 std::uintptr_t bits(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
+// A C enum holds any int, but C++ may not load a value outside the enumerators' range as the enum (UBSan): its
+// bytes as the underlying integer. A value outside the three is passed on as one outside Format (invalid_shape,
+// after the null pointer checks, as in C++), never truncated into a valid one.
+ma::Format cpp(const microattn_format& format) noexcept {
+  std::underlying_type_t<microattn_format> raw;
+  std::memcpy(&raw, &format, sizeof raw);
+  const unsigned long long f = static_cast<unsigned long long>(raw);
+  return static_cast<ma::Format>(f <= 2 ? f : 0xffu);
+}
+ma::WeightMatrix cpp(const microattn_weight_matrix& w) noexcept {
+  return {cpp(w.format), w.data, w.rows, w.cols, w.scales, w.group};
+}
+ma::LayerWeightMatrices cpp(const microattn_layer_weight_matrices& w) noexcept {
+  return {cpp(w.q), cpp(w.k), cpp(w.v), w.q_bias, w.k_bias, w.v_bias, cpp(w.out), w.out_bias};
+}
+
 ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
   ma::LayerConfig r;
   r.rope_theta = c.rope_theta;
@@ -159,12 +176,62 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   l.scratch_floats = scratch_needed;
   l.cached = 0;
   l.position = 0;
+  l.weight_reader = &ma::detail::layer_weights_f32;
+  *layer = l;
+  return MICROATTN_OK;
+}
+
+// microattn_layer_init_matrices: the checks of layer_matrices_problems (a layer's every call) with the cache and
+// the scratch in y's place, once, in the documented order.
+microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq, std::size_t model_dim,
+                                     std::size_t heads, std::size_t kv_heads,
+                                     const microattn_layer_weight_matrices* weights,
+                                     const microattn_layer_config* config, const microattn_format& cache_format,
+                                     void* cache, std::size_t cache_bytes, float* scratch,
+                                     std::size_t scratch_given) noexcept {
+  if (layer == nullptr || weights == nullptr || cache == nullptr || scratch == nullptr) return MICROATTN_NULL_POINTER;
+  const ma::LayerWeightMatrices w = cpp(*weights);
+  const std::size_t cache_needed = cache_floats(max_seq, model_dim, heads, kv_heads);
+  const std::size_t scratch_needed = cache_needed == 0 ? 0 : scratch_floats(model_dim, heads);
+  const std::size_t hd = scratch_needed == 0 ? 0 : model_dim / heads;
+  // Views of the blocks, for the overlap tests (made only for valid sizes: an empty view tests nothing).
+  auto* const k = static_cast<float*>(cache);
+  const ma::MatrixView<float> cache_view{k, 1, cache_needed, cache_needed},
+      scratch_view{scratch, 1, scratch_needed, scratch_needed};
+  const unsigned p = ma::detail::layer_matrices_problems(w, model_dim, kv_heads * hd, cache_view) |
+                     ma::detail::layer_matrices_problems(w, model_dim, kv_heads * hd, scratch_view);
+  if ((p & ma::detail::weight_null) != 0) return MICROATTN_NULL_POINTER;
+  if (scratch_needed == 0 || (p & ma::detail::weight_shape) != 0) return MICROATTN_INVALID_SHAPE;
+  microattn_layer_config c{};
+  if (config != nullptr) c = *config;
+  if (!ma::detail::config_ok(cpp(c), hd)) return MICROATTN_INVALID_SHAPE;
+  if (cpp(cache_format) != ma::Format::f32) return MICROATTN_INVALID_SHAPE;  // the only cache format so far
+  if (cache_bytes / sizeof(float) < cache_needed || scratch_given < scratch_needed)
+    return MICROATTN_WORKSPACE_TOO_SMALL;
+  if (((bits(k) | bits(scratch)) % alignof(float)) != 0 || (p & ma::detail::weight_misaligned) != 0)
+    return MICROATTN_MISALIGNED;
+  if ((p & ma::detail::weight_aliasing) != 0 || ma::detail::ranges_overlap(k, cache_needed, scratch, scratch_needed))
+    return MICROATTN_ALIASING;
+  microattn_layer l{};
+  l.max_seq = max_seq;
+  l.model_dim = model_dim;
+  l.heads = heads;
+  l.kv_heads = kv_heads;
+  l.head_dim = hd;
+  l.weight_matrices = *weights;
+  l.config = c;
+  l.cache = k;
+  l.cache_floats = cache_needed;
+  l.scratch = scratch;
+  l.scratch_floats = scratch_needed;
+  l.weight_reader = &ma::detail::layer_weight_matrices;
   *layer = l;
   return MICROATTN_OK;
 }
 
 bool initialised(const microattn_layer* layer) noexcept {
-  return layer != nullptr && layer->cache != nullptr && layer->scratch != nullptr && layer->weights.q_weight != nullptr;
+  return layer != nullptr && layer->cache != nullptr && layer->scratch != nullptr && layer->weight_reader != nullptr &&
+         (layer->weights.q_weight != nullptr || layer->weight_matrices.q.data != nullptr);
 }
 
 template <class T>
@@ -190,11 +257,13 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, cons
   w.v_bias = cw.v_bias;
   w.out_weight = cw.out_weight;
   w.out_bias = cw.out_bias;
+  // A layer from weight matrices (its fp32 weights are null): those, read by the reader init stored.
+  const ma::LayerWeightMatrices m = cw.q_weight == nullptr ? cpp(l.weight_matrices) : ma::LayerWeightMatrices{};
   const ma::LayerConfig config = cpp(l.config);
   ma::detail::LayerState state{l.cached, l.position};
   ma::detail::LayerParts parts{{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim},
-                               &w,
-                               &ma::detail::layer_weights_f32,
+                               cw.q_weight != nullptr ? static_cast<const void*>(&w) : &m,
+                               static_cast<const ma::detail::LayerWeightReader*>(l.weight_reader),
                                &config,
                                &state,
                                l.cache,
@@ -249,14 +318,7 @@ microattn_status microattn_softmax_rows(microattn_view x) { return c(ma::softmax
 microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
                                   microattn_view y) {
   if (w == nullptr) return MICROATTN_NULL_POINTER;
-  // A C enum holds any int, but C++ may not load a value outside the enumerators' range as the enum (UBSan): its
-  // bytes as the underlying integer. A value outside the three is passed on as one outside Format (invalid_shape,
-  // after the null pointer checks, as in C++), never truncated into a valid one.
-  std::underlying_type_t<microattn_format> raw;
-  std::memcpy(&raw, &w->format, sizeof raw);
-  const unsigned long long f = static_cast<unsigned long long>(raw);
-  const ma::WeightMatrix m{static_cast<ma::Format>(f <= 2 ? f : 0xffu), w->data, w->rows, w->cols, w->scales, w->group};
-  return c(ma::linear(cpp(x), m, bias, cpp(y)));
+  return c(ma::linear(cpp(x), cpp(*w), bias, cpp(y)));
 }
 
 microattn_status microattn_exp_elements(const float* x, float* y, size_t n) { return c(ma::exp_elements(x, y, n)); }
@@ -301,6 +363,20 @@ microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_
                                              float* scratch, size_t scratch_floats) {
   return layer_init(layer, max_seq, model_dim, heads, kv_heads, weights, config, cache, cache_floats, scratch,
                     scratch_floats, true);
+}
+
+size_t microattn_layer_cache_bytes(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads,
+                                   microattn_format cache) {
+  // cache_floats is at most PTRDIFF_MAX / 4: its bytes fit.
+  return cpp(cache) == ma::Format::f32 ? sizeof(float) * cache_floats(max_seq, model_dim, heads, kv_heads) : 0;
+}
+
+microattn_status microattn_layer_init_matrices(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                               size_t kv_heads, const microattn_layer_weight_matrices* weights,
+                                               const microattn_layer_config* config, microattn_format cache_format,
+                                               void* cache, size_t cache_bytes, float* scratch, size_t scratch_floats) {
+  return layer_init_matrices(layer, max_seq, model_dim, heads, kv_heads, weights, config, cache_format, cache,
+                             cache_bytes, scratch, scratch_floats);
 }
 
 microattn_status microattn_layer_forward(microattn_layer* layer, microattn_cview x, microattn_view y,

@@ -49,7 +49,7 @@ constexpr unsigned weight_out = 16;  // with weight_problems' bits: the layer ha
 // How a layer's calls read its weights (LayerParts::reader). Through function pointers so that what a firmware
 // links follows the constructor it calls: LayerWeights' reader references no f16/q8 code.
 struct LayerWeightReader {
-  // The weight_problems bits of the weights for a call writing y (weight_aliasing only for a y of valid shape),
+  // The weight_problems bits of the weights for a call writing y (weight_aliasing read only for a y of valid shape),
   // plus weight_out when there is an out projection.
   unsigned (*check)(const LayerParts& layer, const MatrixView<float>& y) noexcept;
   // dst (rows × the projection's outputs, stride ldd) = src (rows × model_dim, stride lds)·Wᵀ + bias.
@@ -67,7 +67,8 @@ unsigned check_f32(const LayerParts& layer, const MatrixView<float>& y) noexcept
   if (w.out_bias != nullptr && w.out_weight == nullptr) p |= weight_null;  // a bias needs its projection
   if (!all_aligned(w.q_weight, w.k_weight, w.v_weight, w.q_bias, w.k_bias, w.v_bias, w.out_weight, w.out_bias))
     p |= weight_misaligned;
-  if (y.data == nullptr || !shape_ok(y)) return p;
+  // The overlaps whatever y is (integer arithmetic only): the caller reports a y of invalid shape before it looks
+  // at weight_aliasing. No shape test here, which would take shape_ok out of line: flash.
   const struct {
     const float* data;
     std::size_t floats;
@@ -95,17 +96,8 @@ void project_f32(const LayerParts& layer, Projection p, const float* src, std::s
 }
 
 unsigned check_matrices(const LayerParts& layer, const MatrixView<float>& y) noexcept {
-  const LayerWeightMatrices& w = *static_cast<const LayerWeightMatrices*>(layer.weights);
-  const std::size_t d = layer.shape.model_dim, kv_dim = layer.shape.kv_heads * layer.shape.head_dim;
-  unsigned p = weight_problems(w.q, w.q_bias, d, d, y) | weight_problems(w.k, w.k_bias, kv_dim, d, y) |
-               weight_problems(w.v, w.v_bias, kv_dim, d, y);
-  if (w.out.data != nullptr) {
-    p |= weight_out | weight_problems(w.out, w.out_bias, d, d, y);
-  } else if (w.out_bias != nullptr) {
-    p |= weight_null;  // a bias needs its projection
-  }
-  // weight_problems tests a matrix's overlaps only when it has no other problem: another's problem hides none.
-  return p;
+  return layer_matrices_problems(*static_cast<const LayerWeightMatrices*>(layer.weights), layer.shape.model_dim,
+                                 layer.shape.kv_heads * layer.shape.head_dim, y);
 }
 
 void project_matrices(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows,
@@ -421,6 +413,19 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
 }
 
 }  // namespace
+
+unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t d, std::size_t kv_dim,
+                                 const MatrixView<float>& y) noexcept {
+  unsigned p = weight_problems(w.q, w.q_bias, d, d, y) | weight_problems(w.k, w.k_bias, kv_dim, d, y) |
+               weight_problems(w.v, w.v_bias, kv_dim, d, y);
+  if (w.out.data != nullptr) {
+    p |= weight_out | weight_problems(w.out, w.out_bias, d, d, y);
+  } else if (w.out_bias != nullptr) {
+    p |= weight_null;  // a bias needs its projection
+  }
+  // weight_problems tests a matrix's overlaps only when it has no other problem: another's problem hides none.
+  return p;
+}
 
 const LayerWeightReader layer_weights_f32{check_f32, project_f32};
 const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices};

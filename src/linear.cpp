@@ -112,14 +112,7 @@ __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const Li
   }
 }
 
-// The chunk on the stack, in a frame of its own (see above: not in linear_run's).
-__attribute__((noinline)) void run_q8_on_stack(const LinearKernels& t, const LinearArgs& a) noexcept {
-  alignas(64) std::int8_t q[linear_q8_rows * linear_q8_chunk_bytes];
-  float sx[linear_q8_rows * linear_q8_chunk_groups];
-  run_q8_quantized(t, a, q, sx);
-}
-
-// linear_run, with q8's chunk in `workspace` (linear_q8_workspace_bytes, float-aligned) or, when null, on the stack.
+// linear_run's cases; q8's chunk in `workspace` (linear_q8_workspace_bytes, float-aligned).
 void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a, float* workspace) noexcept {
   assert(a.m > 0 && a.n > 0 && a.k > 0);
   switch (format) {
@@ -132,14 +125,10 @@ void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a,
     case Format::q8:
       assert(a.group > 0 && (a.n * a.k) % a.group == 0);
       if (a.k % a.group == 0 || a.group % a.k == 0) {
-        if (workspace == nullptr) {
-          run_q8_on_stack(t, a);
-        } else {
-          // The chunk 64-byte aligned, as on the stack; its scales after it.
-          auto* q =
-              reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) & ~std::uintptr_t{63});
-          run_q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes));
-        }
+        // The chunk 64-byte aligned (as the kernels load it best), its scales after it.
+        auto* q = reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) &
+                                                 ~static_cast<std::uintptr_t>(63));
+        run_q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes));
       } else {
         for (std::size_t i = 0; i < a.m; ++i) linear_q8_float_row(a, i);
       }
@@ -147,18 +136,31 @@ void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a,
   }
 }
 
+// q8's chunk on the stack, in a frame of its own (see run_q8_quantized: not in linear_run's, under f32's gemm).
+__attribute__((noinline)) void run_q8_on_stack(const LinearKernels& t, const LinearArgs& a) noexcept {
+  float workspace[linear_q8_workspace_bytes / sizeof(float)];
+  linear_dispatch(t, Format::q8, a, workspace);
+}
+
+// A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
+LinearArgs linear_args(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                       float* y, std::size_t ldy) noexcept {
+  return {x, m == 1 ? w.cols : ldx, w.data, w.scales, w.group, bias, y, m == 1 ? w.rows : ldy, m, w.rows, w.cols};
+}
+
 }  // namespace
 
 void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
-  linear_dispatch(t, format, a, nullptr);
+  if (format == Format::q8) {
+    run_q8_on_stack(t, a);
+  } else {
+    linear_dispatch(t, format, a, nullptr);
+  }
 }
 
 void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
                     std::size_t ldy, float* workspace) noexcept {
-  // A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
-  const LinearArgs args{x, m == 1 ? w.cols : ldx, w.data, w.scales, w.group, bias,
-                        y, m == 1 ? w.rows : ldy, m,      w.rows,   w.cols};
-  linear_dispatch(selected_linear_kernels(), w.format, args, workspace);
+  linear_dispatch(selected_linear_kernels(), w.format, linear_args(x, ldx, m, w, bias, y, ldy), workspace);
 }
 
 unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,
@@ -192,7 +194,8 @@ Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bia
   if ((p & detail::weight_shape) != 0 || !detail::shape_ok(x) || !detail::shape_ok(y)) return Status::invalid_shape;
   if (x.cols != w.cols || y.cols != w.rows || y.rows != x.rows) return Status::invalid_shape;
   if (detail::views_overlap(y, x) || (p & detail::weight_aliasing) != 0) return Status::aliasing;
-  detail::linear_checked(x.data, x.stride, x.rows, w, bias, y.data, y.stride, nullptr);
+  detail::linear_run(detail::selected_linear_kernels(), w.format,
+                     detail::linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
   return Status::ok;
 }
 

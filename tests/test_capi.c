@@ -1338,6 +1338,218 @@ static void test_layer_decode_errors(void) {
         "ring: a smaller window, 8 rows into a full ring");
 }
 
+/* A layer from weight matrices: q in Q8 (one scale per row), k in F16, v in F32, out in Q8 with groups of 8 — the
+ * dequantized values written back into wq, wk, wv, wo so that ref_layer is their double reference. x is on Q8's
+ * grid (multiples of 2^-7 with ±127·2^-7 in every group), so the Q8 projections of x are exact; the out projection's
+ * input (the heads) is not: it is F16 in the calls checked against the fp32 tolerance. Init's checks, once. */
+static signed char mq_data[L_DIM * L_DIM + 1], mo_data[L_DIM * L_DIM];
+static float mq_scales[L_DIM], mo_scales[L_DIM * L_DIM / 8];
+static unsigned short mk_data[L_KVD * L_DIM + 1], mo_half[L_DIM * L_DIM];
+static float m_cache[MICROATTN_LAYER_CACHE_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV) + 1];
+static float m_scratch[MICROATTN_LAYER_SCRATCH_FLOATS(L_DIM, L_HEADS) + 1];
+/* q·2^e as binary16 bits, for |q| < 2^10 (exact). */
+static unsigned short half_bits(double v) {
+  int e;
+  double m;
+  unsigned short sign = v < 0 ? 0x8000u : 0;
+  if (v == 0) return 0;
+  m = frexp(fabs(v), &e); /* v = m·2^e, m in [0.5, 1) */
+  return (unsigned short)(sign | (unsigned)((e - 1 + 15) << 10) | (unsigned)((m * 2.0 - 1.0) * 1024.0));
+}
+static void grid_fill(float* x, size_t rows) {
+  size_t i, c;
+  for (i = 0; i < rows; ++i)
+    for (c = 0; c < L_DIM; ++c) {
+      const int q = c == 0 ? ((i % 2) ? 127 : -127) : (int)(uniform(-127.0f, 127.0f));
+      x[i * L_DIM + c] = (float)ldexp((double)q, -7);
+    }
+}
+static void test_layer_matrices(void) {
+  static float x[L_SEQ * L_DIM], ctx[L_SEQ * L_DIM];
+  static double want[L_SEQ * L_DIM];
+  microattn_layer_weight_matrices m, bad;
+  microattn_layer layer, zeroed;
+  microattn_layer_config cfg;
+  microattn_view y;
+  const size_t cache_bytes = microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_F32);
+  const size_t n_scratch = microattn_layer_scratch_floats(L_DIM, L_HEADS);
+  size_t i, n, t;
+  CHECK(cache_bytes == 4 * microattn_layer_cache_floats(L_SEQ, L_DIM, L_HEADS, L_KV) &&
+            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_F16) == 0 &&
+            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_Q8) == 0 &&
+            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, (microattn_format)7) == 0 &&
+            microattn_layer_cache_bytes(L_SEQ, L_DIM, 3, 1, MICROATTN_FORMAT_F32) == 0 &&
+            microattn_layer_cache_bytes((size_t)-1 / 4, 64, 1, 1, MICROATTN_FORMAT_F32) == 0,
+        "microattn_layer_cache_bytes");
+  /* weights: q8 q (per-row scales 2^-8 or 2^-9), f16 k, f32 v, q8 out (groups of 8) */
+  for (i = 0; i < L_DIM; ++i) mq_scales[i] = i % 2 ? 0x1p-8f : 0x1p-9f;
+  for (i = 0; i < L_DIM * L_DIM / 8; ++i) mo_scales[i] = i % 3 ? 0x1p-8f : 0x1p-10f;
+  for (i = 0; i < L_DIM * L_DIM; ++i) {
+    const int q = (int)uniform(-76.0f, 76.0f), o = (int)uniform(-127.0f, 127.0f);
+    mq_data[1 + i] = (signed char)q; /* starts at an odd address: int8 needs no alignment */
+    wq[i] = (float)(mq_scales[i / L_DIM] * q);
+    mo_data[i] = (signed char)o;
+    wo[i] = (float)(mo_scales[i / 8] * o);
+    mo_half[i] = half_bits(wo[i]);
+  }
+  for (i = 0; i < L_KVD * L_DIM; ++i) {
+    const double v = ldexp((double)(int)uniform(-76.0f, 76.0f), -8);
+    mk_data[i] = half_bits(v);
+    wk[i] = (float)v;
+  }
+  memset(&m, 0, sizeof m);
+  m.q.format = MICROATTN_FORMAT_Q8;
+  m.q.data = mq_data + 1;
+  m.q.rows = L_DIM;
+  m.q.cols = L_DIM;
+  m.q.scales = mq_scales;
+  m.q.group = L_DIM;
+  m.k.format = MICROATTN_FORMAT_F16;
+  m.k.data = mk_data;
+  m.k.rows = L_KVD;
+  m.k.cols = L_DIM;
+  m.v.format = MICROATTN_FORMAT_F32;
+  m.v.data = wv;
+  m.v.rows = L_KVD;
+  m.v.cols = L_DIM;
+  m.out.format = MICROATTN_FORMAT_F16;
+  m.out.data = mo_half;
+  m.out.rows = L_DIM;
+  m.out.cols = L_DIM;
+  m.q_bias = bq;
+  m.k_bias = bk;
+  m.v_bias = bv;
+  m.out_bias = bo;
+  memset(&cfg, 0, sizeof cfg);
+  memset(&zeroed, 0, sizeof zeroed);
+  layer = zeroed;
+
+#define INIT(w, fmt, c, cb, s, sf) \
+  microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, &cfg, fmt, c, cb, s, sf)
+#define BAD(field_edit, status, what)                                                                     \
+  do {                                                                                                    \
+    bad = m;                                                                                              \
+    field_edit;                                                                                           \
+    CHECK(INIT(&bad, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == status, what); \
+  } while (0)
+  CHECK(microattn_layer_init_matrices(NULL, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, MICROATTN_FORMAT_F32, m_cache,
+                                      cache_bytes, m_scratch, n_scratch) == MICROATTN_NULL_POINTER,
+        "matrices: null layer");
+  CHECK(INIT(NULL, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_NULL_POINTER,
+        "matrices: null weights");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, NULL, cache_bytes, m_scratch, n_scratch) == MICROATTN_NULL_POINTER,
+        "matrices: null cache");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, NULL, n_scratch) == MICROATTN_NULL_POINTER,
+        "matrices: null scratch");
+  BAD(bad.q.data = NULL, MICROATTN_NULL_POINTER, "matrices: q data null");
+  BAD(bad.v.data = NULL, MICROATTN_NULL_POINTER, "matrices: v data null");
+  BAD(bad.q.scales = NULL, MICROATTN_NULL_POINTER, "matrices: q8 scales null");
+  BAD(bad.out.data = NULL, MICROATTN_NULL_POINTER, "matrices: out_bias without out");
+  BAD((bad.q.data = NULL, bad.k.data = (const char*)mk_data + 1), MICROATTN_NULL_POINTER,
+      "matrices: null before misaligned");
+  BAD(bad.k.format = (microattn_format)3, MICROATTN_INVALID_SHAPE, "matrices: format outside the enum");
+  BAD(bad.q.rows = L_KVD, MICROATTN_INVALID_SHAPE, "matrices: q rows");
+  BAD(bad.k.rows = L_DIM, MICROATTN_INVALID_SHAPE, "matrices: k rows");
+  BAD(bad.out.cols = L_DIM - 1, MICROATTN_INVALID_SHAPE, "matrices: out cols");
+  BAD(bad.q.group = 0, MICROATTN_INVALID_SHAPE, "matrices: group 0");
+  BAD(bad.q.group = 3, MICROATTN_INVALID_SHAPE, "matrices: group not dividing");
+  BAD((bad.q.rows = 0, bad.k.data = (const char*)mk_data + 1), MICROATTN_INVALID_SHAPE,
+      "matrices: invalid shape before misaligned");
+  BAD(bad.k.data = (const char*)mk_data + 1, MICROATTN_MISALIGNED, "matrices: f16 data odd");
+  BAD(bad.v.data = (const char*)wv + 2, MICROATTN_MISALIGNED, "matrices: f32 data misaligned");
+  BAD(bad.q.scales = (const float*)(const void*)((const char*)mq_scales + 1), MICROATTN_MISALIGNED,
+      "matrices: scales misaligned");
+  BAD(bad.k_bias = (const float*)(const void*)((const char*)bk + 2), MICROATTN_MISALIGNED, "matrices: bias misaligned");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F16, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE &&
+            INIT(&m, MICROATTN_FORMAT_Q8, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE &&
+            INIT(&m, (microattn_format)9, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
+        "matrices: cache formats other than F32 (for now)");
+  CHECK(microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, 3, 1, &m, &cfg, MICROATTN_FORMAT_F32, m_cache,
+                                      cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
+        "matrices: 16 %% 3");
+  cfg.rope_theta = 10000.0f;
+  cfg.rope_dims = 3;
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
+        "matrices: odd rope_dims");
+  cfg.rope_theta = 0.0f;
+  cfg.rope_dims = 0;
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes - 1, m_scratch, n_scratch) ==
+                MICROATTN_WORKSPACE_TOO_SMALL &&
+            INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch - 1) ==
+                MICROATTN_WORKSPACE_TOO_SMALL,
+        "matrices: cache or scratch short");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, (char*)m_cache + 2, cache_bytes, m_scratch, n_scratch) == MICROATTN_MISALIGNED &&
+            INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, (float*)(void*)((char*)m_scratch + 1), n_scratch) ==
+                MICROATTN_MISALIGNED,
+        "matrices: cache or scratch misaligned");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, (void*)mq_scales, cache_bytes, m_scratch, n_scratch) == MICROATTN_ALIASING &&
+            INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, (float*)(void*)mk_data, n_scratch) ==
+                MICROATTN_ALIASING &&
+            INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, bo, n_scratch) == MICROATTN_ALIASING &&
+            INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_cache + 1, n_scratch) == MICROATTN_ALIASING,
+        "matrices: cache or scratch over scales, f16 data, a bias, each other");
+  CHECK(memcmp(&layer, &zeroed, sizeof layer) == 0, "init_matrices wrote on error");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_OK, "init_matrices");
+  CHECK(layer.weights.q_weight == NULL && layer.weight_matrices.q.data == mq_data + 1 && layer.cache == m_cache &&
+            layer.scratch == m_scratch && layer.weight_reader != NULL,
+        "init_matrices fields");
+  for (n = 1; n <= L_SEQ; n += 4) {
+    grid_fill(x, n);
+    grid_fill(ctx, L_SEQ);
+    arena_reset();
+    y = arena_view(3, n, L_DIM, 2);
+    CHECK(microattn_layer_forward(&layer, cview(x, n, L_DIM, L_DIM), y, NULL) == MICROATTN_OK, "matrices forward");
+    ref_layer(x, n, x, n, 0, want);
+    CHECK(layer_matches(y, want, n) && canaries_intact(y), "matrices forward n %u", (unsigned)n);
+    arena_reset();
+    CHECK(microattn_layer_forward_cross(&layer, cview(x, n, L_DIM, L_DIM), cview(ctx, L_SEQ, L_DIM, L_DIM), y, NULL) ==
+              MICROATTN_OK,
+          "matrices cross");
+    ref_layer(x, n, ctx, L_SEQ, 0, want);
+    CHECK(layer_matches(y, want, L_SEQ) && canaries_intact(y), "matrices cross n %u", (unsigned)n);
+    arena_reset();
+    CHECK(microattn_layer_attend(&layer, cview(x, n, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+              layer_matches(y, want, L_SEQ) && canaries_intact(y),
+          "matrices attend n %u", (unsigned)n);
+  }
+  /* append token by token: the causal forward */
+  grid_fill(x, L_SEQ);
+  ref_layer(x, L_SEQ, x, L_SEQ, 1, want);
+  CHECK(microattn_layer_reset(&layer) == MICROATTN_OK, "matrices reset");
+  for (t = 0; t < L_SEQ; ++t) {
+    arena_reset();
+    y = arena_view(1, 1, L_DIM, 0);
+    CHECK(microattn_layer_append(&layer, cview(x + t * L_DIM, 1, L_DIM, L_DIM), y, NULL) == MICROATTN_OK &&
+              layer_matches(y, want + t * L_DIM, t + 1) && canaries_intact(y),
+          "matrices append token %u", (unsigned)t);
+  }
+  /* y over a weight's bytes: the calls' own check (the layer's every call) */
+  CHECK(microattn_layer_forward(&layer, cview(x, 1, L_DIM, L_DIM), arena_view(0, 1, L_DIM, 0), NULL) == MICROATTN_OK,
+        "matrices forward before the errors");
+  {
+    microattn_view over;
+    over.data = (float*)(void*)mo_half;
+    over.rows = 1;
+    over.cols = L_DIM;
+    over.stride = L_DIM;
+    memcpy(arena_copy, mo_half, sizeof mo_half);
+    CHECK(microattn_layer_forward(&layer, cview(x, 1, L_DIM, L_DIM), over, NULL) == MICROATTN_ALIASING &&
+              memcmp(arena_copy, mo_half, sizeof mo_half) == 0 && layer.cached == 1,
+          "matrices: y over the f16 out weights");
+  }
+  /* q8 out projection: runs (its accuracy is test_layers_formats.cpp's) */
+  m.out.format = MICROATTN_FORMAT_Q8;
+  m.out.data = mo_data;
+  m.out.scales = mo_scales;
+  m.out.group = 8;
+  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_OK &&
+            microattn_layer_forward(&layer, cview(x, 3, L_DIM, L_DIM), arena_view(0, 3, L_DIM, 0), NULL) ==
+                MICROATTN_OK,
+        "matrices: q8 out");
+#undef BAD
+#undef INIT
+}
+
 int main(void) {
   test_strings_and_build();
   test_size_formulas();
@@ -1354,6 +1566,7 @@ int main(void) {
   test_layer_shared_scratch();
   test_layer_init_weights();
   test_layer_decode_errors();
+  test_layer_matrices(); /* last: it overwrites the layer weights with dequantized values */
   printf("microattn %s C API (%s, %s): %d checks, %d failed\n", microattn_version(), microattn_simd_arch(),
          microattn_matmul_kernel_name(), checks, failures);
   return failures == 0 ? 0 : 1;

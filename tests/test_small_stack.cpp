@@ -88,6 +88,17 @@ std::vector<std::uint16_t> wh(513 * 300, 0x3c00);
 std::vector<std::int8_t> wq(5000 * 300, 3);
 std::vector<float> wscales(5000 * 300, 0.01f);
 
+// The same layer from weight matrices: q8 (groups of 64 and per row), f16.
+const ma::LayerWeightMatrices matrices{ma::weights_q8(wq.data(), wscales.data(), 256, 256, 64),
+                                       ma::weights_q8(wq.data(), wscales.data(), 128, 256, 256),
+                                       ma::weights_f16(wh.data(), 128, 256),
+                                       w.data(),
+                                       w.data(),
+                                       w.data(),
+                                       ma::weights_q8(wq.data(), wscales.data(), 256, 256, 32),
+                                       w.data()};
+ma::MultiHeadAttention<128, 256, 4, 2> layer_matrices{matrices};
+
 void report(const char* what, std::size_t bytes) {
   std::printf("[ stack ] %-42s %6zu bytes (%s)\n", what, bytes, ma::matmul_kernel_name());
   if (!sanitized) {
@@ -138,8 +149,9 @@ TEST(SmallStack, EveryEntryPointRunsOnA64KiBStack) {
                                    nullptr, {c.data(), 5, 300, 300});
          }));
   report("linear q8 group = cols 5000 (over chunks)", stack_use([] {
-           job_status = ma::linear({a.data(), 5, 5000, 5000}, ma::weights_q8(wq.data(), wscales.data(), 300, 5000, 5000),
-                                   nullptr, {c.data(), 5, 300, 300});
+           job_status =
+               ma::linear({a.data(), 5, 5000, 5000}, ma::weights_q8(wq.data(), wscales.data(), 300, 5000, 5000),
+                          nullptr, {c.data(), 5, 300, 300});
          }));
   report("linear q8 group 48 straddling rows of 100", stack_use([] {
            job_status = ma::linear({a.data(), 5, 100, 100}, ma::weights_q8(wq.data(), wscales.data(), 300, 100, 48),
@@ -147,6 +159,12 @@ TEST(SmallStack, EveryEntryPointRunsOnA64KiBStack) {
          }));
   report("MultiHeadAttention<128, 256, 4, 2>::forward", stack_use([] {
            job_status = layer.forward({x.data(), 20, 256, 256}, {y.data(), 20, 256, 256});
+         }));
+  report("MultiHeadAttention<128, 256, 4, 2> q8/f16 forward", stack_use([] {
+           job_status = layer_matrices.forward({x.data(), 20, 256, 256}, {y.data(), 20, 256, 256});
+         }));
+  report("MultiHeadAttention<128, 256, 4, 2> q8/f16 append", stack_use([] {
+           job_status = layer_matrices.append({x.data(), 3, 256, 256}, {y.data(), 3, 256, 256});
          }));
 }
 

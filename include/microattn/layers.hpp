@@ -69,6 +69,11 @@ union LayerWeightStore {
   explicit LayerWeightStore(const LayerWeightMatrices& w) noexcept : matrices(w) {}
 };
 
+// The weight_problems bits (src/kernels/linear_kernels.hpp) of a layer's weight matrices for a call writing y:
+// its every call, and the C API's init (the cache and the scratch as y) run the same checks.
+unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t model_dim, std::size_t kv_dim,
+                                 const MatrixView<float>& y) noexcept;
+
 // Everything a layer lends to the non-template functions: its shape, weights (a LayerWeights or a
 // LayerWeightMatrices, as `reader` reads them), configuration, cache state, K and V (max_seq × kv_heads·head_dim
 // each) and the per-call scratch (layer_scratch_floats).

@@ -121,6 +121,25 @@ microattn_status microattn_attention(microattn_cview q, microattn_cview k, micro
                                      float* workspace, size_t workspace_floats,
                                      const microattn_attention_options* options);
 
+/* ---- weight formats (C++: microattn/weights.hpp) --------------------------------------------------------- */
+
+/* How a weight matrix is stored (the values of microattn::Format). */
+typedef enum { MICROATTN_FORMAT_F32 = 0, MICROATTN_FORMAT_F16 = 1, MICROATTN_FORMAT_Q8 = 2 } microattn_format;
+
+/* A read-only rows × cols matrix, row-major and dense (stride = cols), in nn.Linear layout (out × in). Borrowed.
+ *   F32: data is const float* (4-byte aligned); F16: const uint16_t* with IEEE binary16 bit patterns (2-byte aligned);
+ *   Q8: const int8_t* (any alignment) and one float scale (4-byte aligned) per group of `group` consecutive elements
+ *   in row-major order: element (r, c) = scales[(r·cols + c) / group] · data[r·cols + c]; group divides rows·cols
+ *   (group = cols: one scale per row; llama2.c's version-2 layout, whose groups may straddle rows).
+ * scales and group are read for Q8 only. */
+typedef struct {
+  microattn_format format;
+  const void* data;
+  size_t rows, cols;
+  const float* scales;
+  size_t group;
+} microattn_weight_matrix;
+
 /* ---- layers ----------------------------------------------------------------------------------------- */
 
 /* Weights in nn.Linear layout (out_features × in_features, row-major), borrowed, never copied: they must
@@ -140,6 +159,19 @@ typedef struct {
   const float* out_weight;
   const float* out_bias;
 } microattn_layer_weights;
+
+/* The four projections of a layer, each in its own format (C++: microattn::LayerWeightMatrices), biases fp32
+ * (NULL: no bias), all borrowed; out.data NULL: no out projection (y is the concatenated heads).
+ *   q: model_dim × model_dim   k, v: (kv_heads·head_dim) × model_dim   out: model_dim × model_dim
+ *   q_bias: model_dim   k_bias, v_bias: kv_heads·head_dim   out_bias: model_dim */
+typedef struct {
+  microattn_weight_matrix q, k, v;
+  const float* q_bias;
+  const float* k_bias;
+  const float* v_bias;
+  microattn_weight_matrix out;
+  const float* out_bias;
+} microattn_layer_weight_matrices;
 
 /* Per-layer options beyond the weights (C++: microattn::LayerConfig). Zero-initialise it ({0} or memset) for the
  * defaults: no rotary embedding, no window.
@@ -162,7 +194,11 @@ typedef struct {
  * microattn_layer_init* function only; the fields are readable, writing them is undefined.
  *   cache    K then V of max_seq rows each: K = cache, V = cache + cache_floats / 2
  *   scratch  the per-call scratch: cache + cache_floats in a layer over one buffer, else the shared block
- *   cached, position   rows [0, cached) of K and V hold the positions [position - cached, position) */
+ *   cached, position   rows [0, cached) of K and V hold the positions [position - cached, position)
+ *   weights            the fp32 weights (microattn_layer_init*), all NULL for a layer from weight matrices
+ *   weight_matrices    the weights of microattn_layer_init_matrices (zeroed for the others)
+ *   weight_reader      internal: how the calls read the weights (a firmware that never calls
+ *                      microattn_layer_init_matrices links no f16/q8 code through it) */
 typedef struct {
   size_t max_seq, model_dim, heads, kv_heads, head_dim;
   microattn_layer_weights weights;
@@ -173,6 +209,8 @@ typedef struct {
   size_t scratch_floats;
   size_t cached;
   size_t position;
+  microattn_layer_weight_matrices weight_matrices;
+  const void* weight_reader;
 } microattn_layer;
 
 /* Floats of a layer's K/V cache (C++: layer_cache_floats) and of its per-call scratch (C++:
@@ -225,6 +263,34 @@ microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_
                                              const microattn_layer_config* config, float* cache, size_t cache_floats,
                                              float* scratch, size_t scratch_floats);
 
+/* Bytes of a layer's K/V cache stored in `cache` format: 4 × microattn_layer_cache_floats for
+ * MICROATTN_FORMAT_F32; 0 for an invalid shape (as microattn_layer_cache_floats), for a format outside the enum,
+ * and for the formats the cache does not take (F16, Q8: not yet). */
+size_t microattn_layer_cache_bytes(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads,
+                                   microattn_format cache);
+/* A layer whose weights are in any formats (each projection its own: F32, F16, Q8), over a K/V cache of
+ * cache_bytes bytes (at least microattn_layer_cache_bytes(..., cache_format); float alignment) and a scratch
+ * block of scratch_floats floats (at least microattn_layer_scratch_floats(model_dim, heads)), which layers that
+ * never run concurrently may share. config NULL: the defaults. Init writes only *layer, and only on success; it
+ * checks everything the calls would check of the weights, once, with these statuses, in this order:
+ *   NULL_POINTER   layer, weights, cache or scratch; q, k or v data; a Q8 matrix's scales; out_bias without
+ *                  out.data
+ *   INVALID_SHAPE  the shape (as microattn_layer_cache_floats returning 0); a format outside the enum; a matrix
+ *                  whose rows × cols differ from the above; Q8 group 0 or not dividing rows·cols; a
+ *                  configuration the layer rejects (as microattn_layer_init_config); a cache_format other than
+ *                  MICROATTN_FORMAT_F32
+ *   WORKSPACE_TOO_SMALL  cache_bytes or scratch_floats too small
+ *   MISALIGNED     cache or scratch not aligned to float; F32 data, Q8 scales or a bias not 4-byte aligned; F16
+ *                  data not 2-byte aligned (Q8 data: any alignment)
+ *   ALIASING       the cache or the scratch sharing a byte with any weight data, scales or bias, or each other
+ * The calls then run the projections through microattn_linear's kernels, within its accuracy bounds (F16
+ * exact; Q8 quantizes each projection's input per group); the stack stays as for the fp32 layer (Q8 quantizes
+ * into the scratch). */
+microattn_status microattn_layer_init_matrices(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,
+                                               size_t kv_heads, const microattn_layer_weight_matrices* weights,
+                                               const microattn_layer_config* config, microattn_format cache_format,
+                                               void* cache, size_t cache_bytes, float* scratch, size_t scratch_floats);
+
 /* The layer calls below have the semantics and error rules of the C++ methods of the same name (layers.hpp).
  * Common rules: options NULL is the defaults (scale 1/sqrt(head_dim), no mask, not causal, the layer's window);
  * y may be exactly the query (same data and stride: in place). Errors as microattn_attention, plus
@@ -262,23 +328,6 @@ size_t microattn_layer_cached(const microattn_layer* layer);
 size_t microattn_layer_position(const microattn_layer* layer);
 
 /* ---- linear: weights in low-precision storage (C++: microattn/weights.hpp) ------------------------------ */
-
-/* How a weight matrix is stored (the values of microattn::Format). */
-typedef enum { MICROATTN_FORMAT_F32 = 0, MICROATTN_FORMAT_F16 = 1, MICROATTN_FORMAT_Q8 = 2 } microattn_format;
-
-/* A read-only rows × cols matrix, row-major and dense (stride = cols), in nn.Linear layout (out × in). Borrowed.
- *   F32: data is const float* (4-byte aligned); F16: const uint16_t* with IEEE binary16 bit patterns (2-byte aligned);
- *   Q8: const int8_t* (any alignment) and one float scale (4-byte aligned) per group of `group` consecutive elements
- *   in row-major order: element (r, c) = scales[(r·cols + c) / group] · data[r·cols + c]; group divides rows·cols
- *   (group = cols: one scale per row; llama2.c's version-2 layout, whose groups may straddle rows).
- * scales and group are read for Q8 only. */
-typedef struct {
-  microattn_format format;
-  const void* data;
-  size_t rows, cols;
-  const float* scales;
-  size_t group;
-} microattn_weight_matrix;
 
 /* y = x·wᵀ + bias (nn.Linear): x is m × w->cols, y is m × w->rows and overwritten, bias w->rows floats or NULL.
  * Errors (nothing written): NULL_POINTER (w, x.data, y.data or w->data NULL; Q8 without scales), MISALIGNED,

@@ -80,9 +80,9 @@ inline const LinearKernels& selected_linear_kernels() noexcept {
 void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept;
 
 // linear() after its checks, for entry points that check the weights themselves (weight_problems): x m × w.cols
-// (row stride ldx), y m × w.rows (ldy), bias w.rows floats or nullptr. q8 quantizes x into `workspace` when it is
-// given (linear_q8_workspace_bytes, float-aligned: a layer lends its scratch, keeping the chunk off its deep stack),
-// else on the stack as linear() does.
+// (row stride ldx), y m × w.rows (ldy), bias w.rows floats or nullptr. q8 quantizes x into the `workspace` the caller
+// lends (linear_q8_workspace_bytes, float-aligned: a layer lends its scratch, keeping the chunk off its deep stack)
+// instead of on the stack as linear() does.
 void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
                     std::size_t ldy, float* workspace) noexcept;
 constexpr std::size_t linear_q8_workspace_bytes =
