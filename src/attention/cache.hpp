@@ -24,25 +24,32 @@ struct CacheRun {
   float q_factor;
   float* free;        // the workspace, aligned
   std::size_t avail;  // its floats
-  // The workspace of a pass of nr rows: qs nr × d_k, o nr × d_v, m, l, alpha nr each, then scores nr × bw and the
-  // key block in float, K bw × d_k and V bw × d_v, with bw as large as fits (set by layout).
-  mutable float *qs, *o, *m, *s, *kb, *vb;
-  mutable std::size_t nr_max, bw;
+  // The workspace of a pass of nr rows: qs nr × d_k, o nr × d_v (at least 2·d_v: the exact path's scratch), m, l,
+  // alpha and ones nr each, then the scores of a key block, nr × bw, and a chunk of it converted to float, K ch ×
+  // d_k and V ch × d_v. bw as the few-query path takes it (fewer rows, wider blocks: fewer softmax steps), ch as
+  // many rows as fit, at least a quarter block (the layers' layer_cache_block_floats).
+  mutable float *qs, *o, *m, *ones, *s, *kb, *vb;
+  mutable std::size_t nr_max, bw, ch;
   float* l() const noexcept { return m + nr_max; }
   float* alpha() const noexcept { return m + 2 * nr_max; }
   void layout(std::size_t nr) const noexcept {
-    const std::size_t d_k = qh.q.cols, d_v = v.cols;
+    const std::size_t d_k = qh.q.cols, d_v = v.cols, kv = d_k + d_v;
+    constexpr std::size_t bc = attention_block_kv, quarter = (bc + 3) / 4;
     nr_max = nr;
     qs = free;
     o = qs + nr * d_k;
-    m = o + (nr < 2 ? 2 : nr) * d_v;  // the exact path's scratch is 2·d_v floats of o
-    s = m + 3 * nr;
-    const std::size_t rest = avail - nr * (d_k + d_v + 3) - (nr < 2 ? d_v : 0);
-    bw = rest / (nr + d_k + d_v);
-    if (bw > 16) bw -= bw % 8;
-    assert(bw >= 1);
+    m = o + (nr < 2 ? 2 : nr) * d_v;
+    ones = m + 3 * nr;
+    for (std::size_t r = 0; r < nr; ++r) ones[r] = 1.0f;
+    s = ones + nr;
+    const std::size_t rest = avail - nr * (d_k + d_v + 4) - (nr < 2 ? d_v : 0);
+    bw = target_is_mcu ? bc : attention_block_q * bc / nr / bc * bc;
+    if (nr * bw + quarter * kv > rest) bw = rest > quarter * kv ? (rest - quarter * kv) / nr : 1;
+    ch = (rest - nr * bw) / kv;
+    if (ch > bw) ch = bw;
+    assert(bw >= 1 && ch >= 1);
     kb = s + nr * bw;
-    vb = kb + bw * d_k;
+    vb = kb + ch * d_k;
   }
   const float* q_row(std::size_t r) const noexcept {
     return qh.q.data + (r / qh.q.rows) * qh.q_head_offset + (r % qh.q.rows) * qh.q.stride;
@@ -77,8 +84,11 @@ struct CacheRun {
     const MatrixView<const float>& mask = options.mask;
     for (std::size_t j0 = first; j0 < last; j0 += bw) {
       const std::size_t bk = min_size(bw, last - j0);
-      convert(k, j0, bk, kb);
-      kern.rows_dot(qs, d_k, nr, d_k, kb, d_k, bk, s, bw);
+      for (std::size_t c0 = 0; c0 < bk; c0 += ch) {
+        const std::size_t cn = min_size(ch, bk - c0);
+        convert(k, j0 + c0, cn, kb);
+        kern.rows_dot(qs, d_k, nr, d_k, kb, d_k, cn, s + c0, bw);
+      }
       for (std::size_t r = 0; r < nr; ++r) {
         float* sr = s + r * bw;
         const std::size_t i = (r0 + r) % qh.q.rows;
@@ -92,8 +102,11 @@ struct CacheRun {
             if (j0 + j < seen.lo || j0 + j >= seen.hi) sr[j] = -INFINITY;
       }
       kern.rows_softmax(s, bw, nr, bk, m, l(), alpha());
-      convert(v, j0, bk, vb);
-      kern.rows_axpy(s, bw, nr, bk, vb, d_v, d_v, alpha(), o, d_v);
+      for (std::size_t c0 = 0; c0 < bk; c0 += ch) {  // the block's rescale with the first chunk only
+        const std::size_t cn = min_size(ch, bk - c0);
+        convert(v, j0 + c0, cn, vb);
+        kern.rows_axpy(s + c0, bw, nr, cn, vb, d_v, d_v, c0 == 0 ? alpha() : ones, o, d_v);
+      }
     }
   }
 
@@ -148,6 +161,8 @@ void attention_run_cache(const Kernels& kern, const CacheKernels& ck, Format for
                      nullptr,
                      nullptr,
                      nullptr,
+                     nullptr,
+                     0,
                      0,
                      0};
   const bool exact_rows_only = !fused_q_factor_ok(run.q_factor);
