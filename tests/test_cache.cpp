@@ -553,6 +553,36 @@ INSTANTIATE_TEST_SUITE_P(Formats, Cache, ::testing::Values(ma::Format::f16, ma::
                            return std::string(i.param == ma::Format::f16 ? "f16" : "q8");
                          });
 
+// Weights in f16 (the ±2^e of ExactWeights are exact in binary16, so the projections stay exact) through
+// LayerWeightMatrices, with the cache format: the same reference.
+CACHE_TEST(WeightMatricesInF16) {
+  const ExactWeights w(kD, 16, 31);
+  auto to_half = [](const std::vector<float>& a) {
+    std::vector<std::uint16_t> h(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) h[i] = ref_half_bits(a[i]);
+    return h;
+  };
+  const std::vector<std::uint16_t> hq = to_half(w.wq), hk = to_half(w.wk), hv = to_half(w.wv);
+  ma::LayerWeightMatrices m{};
+  m.q = ma::weights_f16(hq.data(), kD, kD);
+  m.k = ma::weights_f16(hk.data(), 16, kD);
+  m.v = ma::weights_f16(hv.data(), 16, kD);
+  using L = ma::MultiHeadAttention<40, kD, 4, 2, true, F>;
+  auto layer = std::make_unique<L>(m);
+  Guarded x(37, kD), y(37, kD);
+  x.fill(Uniform(12, -2.0f, 2.0f));
+  ma::AttentionOptions opt;
+  opt.causal = true;
+  ASSERT_EQ(layer->forward(x.cview(), y.view(), opt), ma::Status::ok);
+  RunOpts o;
+  o.causal = true;
+  EXPECT_TRUE(layer_near(y, layer_reference(w, F, kD, 4, 2, x, x, o), 0, 4, 37));
+  Guarded t(1, kD), yt(1, kD);
+  t.fill(Uniform(13, -2.0f, 2.0f));
+  ASSERT_EQ(layer->append(t.cview(), yt.view()), ma::Status::ok);
+  EXPECT_EQ(layer->cached(), 38u);
+}
+
 TEST(CacheRam, TheCacheAtItsFormatsSize) {
   using F32 = ma::MultiHeadAttention<16, 64, 4, 4, true, ma::Format::f32>;
   using F16 = ma::MultiHeadAttention<16, 64, 4, 4, true, ma::Format::f16>;
