@@ -390,8 +390,11 @@ class MultiHeadAttention {
     return {Cache, k, k + cache_floats / 2 * element_bytes, buffer_ + own_scratch,
             buffer_ + own_scratch + scale_floats};
   }
-  Status run(detail::LayerOp op, MatrixView<const float> query, MatrixView<const float> context, MatrixView<float> y,
-             const AttentionOptions& options) noexcept {
+  // Forced inline, views by reference: the caller's frame then holds each view once, as when the methods called
+  // layer_run themselves.
+  __attribute__((always_inline)) Status run(detail::LayerOp op, const MatrixView<const float>& query,
+                                            const MatrixView<const float>& context, const MatrixView<float>& y,
+                                            const AttentionOptions& options) noexcept {
     if constexpr (Cache == Format::f32)
       return detail::layer_run(parts(), op, query, context, y, options);
     else

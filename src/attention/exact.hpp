@@ -93,15 +93,17 @@ float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std
 // scratch: 2·d_v floats. Key j's rows are k_row(j) and v_row(j) (d_k and d_v floats): the f32 views' rows, or
 // rows of an f16 / q8 cache converted one at a time (each pointer is used before the next call of the same one).
 template <class KRow, class VRow>
-inline void attention_row_exact_rows(const float* q, std::size_t d_k, std::size_t d_v, const KRow& k_row,
-                                     const VRow& v_row, const float* mask_row, KeyRange keys, const ExactScale& sc,
-                                     float* out, float* scratch) noexcept {
+inline __attribute__((always_inline)) void attention_row_exact_rows(const float* q, std::size_t d_k, std::size_t d_v,
+                                                                    const KRow& k_row, const VRow& v_row,
+                                                                    const float* mask_row, KeyRange keys,
+                                                                    const ExactScale& sc, float* out,
+                                                                    float* scratch) noexcept {
   float* acc = scratch;            // Σ p_j·v_jc·2^−e_c
   float* col_exp = scratch + d_v;  // e_c, or NaN for a column that must come out NaN
   const bool q_finite = row_finite(q, d_k);
   const int q_exp = q_finite ? max_exponent(q, d_k) : 0;
   auto visible = [&](std::size_t j) { return mask_row == nullptr || mask_row[j] != -INFINITY; };
-  auto score = [&](std::size_t j) {
+  auto score = [&](std::size_t j) __attribute__((always_inline)) {  // one frame less on the stack path
     const float s = exact_score(q, q_finite, q_exp, k_row(j), d_k, sc);
     if (mask_row == nullptr) return s;
     return is_finite(s) && is_finite(mask_row[j]) ? saturating_add(s, mask_row[j]) : s + mask_row[j];
