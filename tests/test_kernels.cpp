@@ -261,9 +261,10 @@ void check_gemm(const md::Kernels& t) {
   const auto ks = around({vf}, {ma::matmul_block_k, ma::matmul_block_k + 1});
 #endif
   std::uint32_t seed = 1;
+  // m = 8 and n = 64 in every table's sweep: bench lines of the same size compare tables
   for (bool tb : {false, true})
-    for (std::size_t m : around({mr}))
-      for (std::size_t n : around({nr, vf}))
+    for (std::size_t m : around({mr}, {8}))
+      for (std::size_t n : around({nr, vf}, {64}))
         for (std::size_t k : ks) {
           chk.at(dims({{"m", m}, {"n", n}, {"k", k}, {"transpose_b", tb}}));
           // a one-row operand's stride is its width (kernels.hpp); every other row is padded
@@ -638,7 +639,7 @@ void check_rows_axpy(const md::Kernels& t) {
 #if MICROATTN_TEST_EMULATED
   const auto ws = around({vf}, {8 * vf + 1, 16 * vf + 3});
 #else
-  const auto ws = around({vf, 4 * vf}, {8 * vf, 8 * vf + 1, 16 * vf + 3});
+  const auto ws = around({vf, 4 * vf}, {8 * vf, 8 * vf + 1, 16 * vf + 3, 64});
 #endif
   for (bool with_alpha : {false, true})
     for (std::size_t nr : row_counts())
