@@ -50,12 +50,19 @@ Status block_check(const BlockParts& b, MatrixView<const float> x, MatrixView<fl
 // q8 weights quantize x into a workspace: the attention's part of the scratch when it is large enough (free while
 // the feed-forward runs), else linear's stack chunk.
 float* linear_workspace(const BlockParts& b) noexcept {
-  const LayerShape& s = b.attention.shape;
-  return layer_scratch_floats(s.model_dim, s.heads) * sizeof(float) >= linear_q8_workspace_bytes ? b.attention.scratch
-                                                                                                 : nullptr;
+  return b.attention_scratch * sizeof(float) >= linear_q8_workspace_bytes ? b.attention.scratch : nullptr;
 }
 
 }  // namespace
+
+Status block_attention_f32(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                           const AttentionOptions& options) noexcept {
+  return layer_run(b.attention, op, av, av, av, options);
+}
+Status block_attention_cache(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                             const AttentionOptions& options) noexcept {
+  return layer_run_cache(b.attention, b.cache, op, av, av, av, options);
+}
 
 Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
                    MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept {
@@ -69,7 +76,7 @@ Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const Enco
   if (st != Status::ok) return st;
 
   const std::size_t n = x.rows;
-  float* const a = b.attention.scratch + layer_scratch_floats(d, s.heads);  // n × d: attention in and out
+  float* const a = b.attention.scratch + b.attention_scratch;  // n × d: attention in and out
   float* const f = a + s.max_seq * d;                                       // block_ffn_rows × ff
   const MatrixView<float> av{a, n, d, d};
   const float eps = c.layer_norm_eps;
@@ -129,14 +136,14 @@ Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w
   if (st != Status::ok) return st;
 
   const std::size_t n = x.rows;
-  float* const a = b.attention.scratch + layer_scratch_floats(d, s.heads);  // n × d
+  float* const a = b.attention.scratch + b.attention_scratch;  // n × d
   float* const gate = a + s.max_seq * d;                                    // block_ffn_rows × hidden each
   float* const up = gate + block_ffn_rows * hidden;
   const MatrixView<float> av{a, n, d, d};
   for (std::size_t r = 0; r < n; ++r) rms_norm_row(x.data + r * x.stride, d, w.attention_norm, eps, a + r * d);
   AttentionOptions o = options;
   if (op == LayerOp::forward) o.causal = true;  // a prompt: each token sees itself and those before
-  st = layer_run(b.attention, op, av, av, av, o);
+  st = b.attend(b, op, av, o);
   if (st != Status::ok) return st;
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t j = 0; j < d; ++j) y.data[r * y.stride + j] = x.data[r * x.stride + j] + a[r * d + j];

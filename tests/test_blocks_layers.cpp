@@ -124,14 +124,15 @@ Mat to_double(const Guarded& g) {
 }
 // Every element within 1e-4 of its row's largest |value| (+1e-6): the model-level bound, far above the
 // steps' own fp32 bounds at these sizes and far below any semantic difference (a missed bias, residual, norm order).
-::testing::AssertionResult rows_near(const Guarded& got, const Mat& want, std::size_t first_row = 0) {
+::testing::AssertionResult rows_near(const Guarded& got, const Mat& want, std::size_t first_row = 0,
+                                     double tol = 1e-4) {
   const std::size_t cols = got.cols();
   for (std::size_t r = 0; r < got.rows(); ++r) {
     double scale = 0;
     for (std::size_t c = 0; c < cols; ++c) scale = std::max(scale, std::fabs(want[(first_row + r) * cols + c]));
     for (std::size_t c = 0; c < cols; ++c) {
       const double w = want[(first_row + r) * cols + c], g = got.at(r, c);
-      if (!(std::fabs(g - w) <= 1e-4 * scale + 1e-6))
+      if (!(std::fabs(g - w) <= tol * scale + 1e-6))
         return ::testing::AssertionFailure() << "(" << r << "," << c << "): got " << g << " want " << w;
     }
   }
@@ -328,6 +329,46 @@ TEST(BlocksLayers, DecoderPrefillAndAppend) {
       EXPECT_EQ(step->position(), 0u);
     }
 }
+
+// An f16 or q8 K/V cache: prefill and chunked append agree (the same stored rows), both near the float64 model
+// within what rounding K and V to the format costs (f16: 2^-11 relative per element; q8: half a step of
+// absmax/127 per row), and the cache takes less RAM.
+template <ma::Format F>
+void decoder_cache_format(double tol) {
+  using D = ma::DecoderLayer<dSeq, dD, dH, dKv, dHid, F>;
+  static_assert(D::ram_bytes < Decoder::ram_bytes, "a low-precision cache takes less RAM");
+  static_assert(D::ram_bytes == 4 * ((ma::layer_cache_bytes(dSeq, dD, dH, dKv, F) + 3) / 4 +
+                                     ma::decoder_layer_scratch_floats(dSeq, dD, dH, dHid, F)),
+                "ram_bytes: the cache at its format's size and the scratch");
+  const DecoderModel model(11);
+  ma::DecoderLayerConfig c;
+  c.attention.rope_theta = 10000.0f;
+  c.attention.rope_interleaved = true;
+  const std::size_t n = 37;
+  Guarded x(n, dD, dD + 2);
+  x.fill(Uniform(5, -1.5f, 1.5f));
+  const Mat want = model.reference(to_double(x), n, 10000.0, true, 1e-5);
+  auto prompt = std::make_unique<D>(model.weights(), c);
+  Guarded y(n, dD, dD + 1);
+  ASSERT_EQ(prompt->forward(x.cview(), y.view()), ma::Status::ok);
+  EXPECT_TRUE(rows_near(y, want, 0, tol)) << "forward";
+  auto step = std::make_unique<D>(model.weights(), c);
+  Guarded z = x;
+  for (std::size_t r = 0, k = 1; r < n; r += k, ++k) {
+    const std::size_t m = std::min(k, n - r);
+    ASSERT_EQ(step->append(ma::MatrixView<const float>{z.data() + r * z.stride(), m, dD, z.stride()},
+                           ma::MatrixView<float>{z.data() + r * z.stride(), m, dD, z.stride()}),
+              ma::Status::ok);
+  }
+  EXPECT_EQ(step->cached(), n);
+  EXPECT_TRUE(rows_near(z, want, 0, tol)) << "append";
+  Mat prefill(n * dD);
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t j = 0; j < dD; ++j) prefill[r * dD + j] = y.at(r, j);
+  EXPECT_TRUE(rows_near(z, prefill)) << "append against prefill: the same stored K/V";
+}
+TEST(BlocksLayers, DecoderCacheF16) { decoder_cache_format<ma::Format::f16>(3e-3); }
+TEST(BlocksLayers, DecoderCacheQ8) { decoder_cache_format<ma::Format::q8>(3e-2); }
 
 // Two layers sharing one scratch, one after the other, in place.
 TEST(BlocksLayers, DecoderSharedScratchTwoLayers) {

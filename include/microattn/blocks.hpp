@@ -88,9 +88,13 @@ constexpr std::size_t encoder_layer_scratch_floats(std::size_t max_seq, std::siz
                                                    std::size_t feed_forward) noexcept {
   return layer_scratch_floats(model_dim, heads) + max_seq * model_dim + block_ffn_rows * feed_forward;
 }
+// cache: the decoder's K/V cache format (an f16 or q8 cache adds the attention's conversion block,
+// layer_scratch_floats(model_dim, heads, cache)); a format outside the enum: 0.
 constexpr std::size_t decoder_layer_scratch_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
-                                                   std::size_t hidden) noexcept {
-  return layer_scratch_floats(model_dim, heads) + max_seq * model_dim + 2 * block_ffn_rows * hidden;
+                                                   std::size_t hidden, Format cache = Format::f32) noexcept {
+  return !detail::cache_format_ok(cache)
+             ? 0
+             : layer_scratch_floats(model_dim, heads, cache) + max_seq * model_dim + 2 * block_ffn_rows * hidden;
 }
 
 // nn.TransformerEncoderLayer's state_dict (eval: no dropout). Borrowed: the data must outlive the layer.
@@ -126,9 +130,21 @@ struct DecoderLayerConfig {
 namespace detail {
 // What a block lends to its non-template function: its attention's parts (scratch: the block's whole scratch,
 // the attention's part first) and the feed-forward width.
+struct BlockParts;
+// The attention step of a block over rows av (in place), by cache format: two functions, so that a block with an
+// f32 cache links none of the conversion code.
+using BlockAttention = Status (*)(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                                  const AttentionOptions& options) noexcept;
+Status block_attention_f32(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                           const AttentionOptions& options) noexcept;
+Status block_attention_cache(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                             const AttentionOptions& options) noexcept;
 struct BlockParts {
   LayerParts attention;
   std::size_t ffn;
+  std::size_t attention_scratch;  // floats of the scratch the attention uses (layer_scratch_floats with the format)
+  LayerCache cache;               // f16/q8 cache (attention.k, .v unused); format f32: unused
+  BlockAttention attend;
 };
 Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
                    MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept;
@@ -199,7 +215,10 @@ class TransformerEncoderLayer {
              buffer_,
              buffer_ + cache_floats / 2,
              OwnsScratch ? buffer_ + cache_floats : scratch_},
-            FeedForward};
+            FeedForward,
+            layer_scratch_floats(ModelDim, Heads),
+            {Format::f32, nullptr, nullptr, nullptr, nullptr},
+            &detail::block_attention_f32};
   }
   EncoderLayerWeights weights_;
   EncoderLayerConfig config_;
@@ -218,23 +237,25 @@ using TransformerEncoderLayerSharedScratch = TransformerEncoderLayer<MaxSeq, Mod
 //   append(x, y): the next tokens, as MultiHeadAttention::append (causal over cache + x).
 // y may be exactly x. Errors as TransformerEncoderLayer's (the rms_norm_eps as layer_norm_eps), and those of
 // MultiHeadAttention::forward / append; on error y, the cache and position are unchanged.
-// Cache: the K/V cache's format. Only Format::f32 in this build (MultiHeadAttention's cache formats come with
-// their own change).
-// RAM: ram_bytes = K/V cache + the owned scratch (decoder_layer_scratch_floats).
+// Cache: the K/V cache's format, as MultiHeadAttention's (f16 / q8 rounded when stored).
+// RAM: ram_bytes = K/V cache (layer_cache_bytes) + the owned scratch (decoder_layer_scratch_floats with Cache).
 template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t KvHeads, std::size_t Hidden,
           Format Cache = Format::f32, bool OwnsScratch = true>
 class DecoderLayer {
   static_assert(detail::block_sizes_ok<MaxSeq, ModelDim, Heads, KvHeads, Hidden>(),
                 "sizes: non-zero, ModelDim a multiple of Heads, Heads of KvHeads, a head dim attention takes, buffers "
                 "that fit");
-  static_assert(Cache == Format::f32,
-                "DecoderLayer: an f16 or q8 K/V cache needs MultiHeadAttention's Cache parameter, not in this build");
+  static_assert(detail::cache_format_ok(Cache), "Cache must be Format::f32, Format::f16 or Format::q8");
 
  public:
   static constexpr std::size_t head_dim = ModelDim / Heads;
   static constexpr std::size_t cache_floats = layer_cache_floats(MaxSeq, ModelDim, Heads, KvHeads);
-  static constexpr std::size_t scratch_floats = decoder_layer_scratch_floats(MaxSeq, ModelDim, Heads, Hidden);
-  static constexpr std::size_t buffer_floats = cache_floats + (OwnsScratch ? scratch_floats : 0);
+  static constexpr std::size_t cache_bytes = layer_cache_bytes(MaxSeq, ModelDim, Heads, KvHeads, Cache);
+  static constexpr std::size_t scratch_floats = decoder_layer_scratch_floats(MaxSeq, ModelDim, Heads, Hidden, Cache);
+  // f16/q8: the buffer holds the scratch (when owned), the q8 scales, then K and V, as MultiHeadAttention's.
+  static constexpr std::size_t buffer_floats =
+      (Cache == Format::f32 ? cache_floats : (cache_bytes + sizeof(float) - 1) / sizeof(float)) +
+      (OwnsScratch ? scratch_floats : 0);
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
   explicit DecoderLayer(const DecoderLayerWeights& w, const DecoderLayerConfig& c = {}) noexcept
@@ -264,16 +285,26 @@ class DecoderLayer {
 
  private:
   detail::BlockParts parts() noexcept {
+    constexpr bool f32 = Cache == Format::f32;
+    unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);
     return {{{MaxSeq, ModelDim, Heads, KvHeads, head_dim},
              &attention_weights_,
              &detail::layer_weight_matrices,
              &config_.attention,
              &state_,
-             buffer_,
-             buffer_ + cache_floats / 2,
-             OwnsScratch ? buffer_ + cache_floats : scratch_},
-            Hidden};
+             f32 ? buffer_ : nullptr,
+             f32 ? buffer_ + cache_floats / 2 : nullptr,
+             OwnsScratch ? (f32 ? buffer_ + cache_floats : buffer_) : scratch_},
+            Hidden,
+            layer_scratch_floats(ModelDim, Heads, Cache),
+            {Cache, f32 ? nullptr : k, f32 ? nullptr : k + cache_floats / 2 * element_bytes,
+             f32 ? nullptr : buffer_ + own_scratch, f32 ? nullptr : buffer_ + own_scratch + scale_floats},
+            f32 ? &detail::block_attention_f32 : &detail::block_attention_cache};
   }
+  // f16/q8: buffer_ = [scratch (owned)] [K scales, V scales (q8)] [K] [V].
+  static constexpr std::size_t own_scratch = Cache != Format::f32 && OwnsScratch ? scratch_floats : 0;
+  static constexpr std::size_t scale_floats = Cache == Format::q8 ? MaxSeq * KvHeads : 0;
+  static constexpr std::size_t element_bytes = Cache == Format::f16 ? 2 : 1;
   DecoderLayerWeights weights_;
   LayerWeightMatrices attention_weights_;
   DecoderLayerConfig config_;
@@ -281,7 +312,8 @@ class DecoderLayer {
   float* scratch_;
   float buffer_[buffer_floats];  // deliberately not initialised: every call writes before it reads
 };
-template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t KvHeads, std::size_t Hidden>
-using DecoderLayerSharedScratch = DecoderLayer<MaxSeq, ModelDim, Heads, KvHeads, Hidden, Format::f32, false>;
+template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t KvHeads, std::size_t Hidden,
+          Format Cache = Format::f32>
+using DecoderLayerSharedScratch = DecoderLayer<MaxSeq, ModelDim, Heads, KvHeads, Hidden, Cache, false>;
 
 }  // namespace microattn
