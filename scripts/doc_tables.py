@@ -477,6 +477,46 @@ def arm_decode_table(root):
     return table(head, rows), [ARM]
 
 
+# ---- weight and cache formats (scripts/format_table.py, kept current by the test FormatTable) ---------------------
+FORMATS = "bench/results/format_sizes.txt"
+
+
+def format_weights(root):
+    rows = markdown_rows(read(root, FORMATS), "weights")
+    head = ["weights", "f32", "f16", "q8, group 32", "q8, group 64", "q8, per row", "+ biases, norms (f32)"]
+    return table(head, rows), [FORMATS]
+
+
+def format_cache(root):
+    rows = markdown_rows(read(root, FORMATS), "cache format")
+    return table(["cache format", "K/V cache", "vs f32"], rows), [FORMATS]
+
+
+# ---- llama2.c runner against run.c / runq.c (scripts/llama_peers.sh bench) ----------------------------------------
+LLAMA = "bench/results/llama_host.txt"
+LLAMA_LABELS = {"s260k-v0": "version 0 (fp32) vs run.c",
+                "s260k-v2": "version 2, q8 group 64 (export.py's) vs runq.c",
+                "s260k-g4-v0": "version 0, the group-4 file's fp32 twin, vs run.c",
+                "s260k-g4-v2": "version 2, q8 group 4 vs runq.c"}
+
+
+def llama_host(root):
+    """The newest run of the file (its first block): medians and their ratio per checkpoint."""
+    text = read(root, LLAMA).split("# Earlier run")[0]
+    rows = []
+    for m in re.finditer(r"^(\S+): llama_run median ([\d.]+) tok/s, (\w+) median ([\d.]+) tok/s, ratio ([\d.]+)$",
+                         text, re.M):
+        label = LLAMA_LABELS.get(m.group(1), m.group(1))
+        rows.append([label, f"{float(m.group(2)):.0f}", f"{float(m.group(4)):.0f} ({m.group(3)}.c)",
+                     f"**{m.group(5)}**"])
+    if not rows:
+        raise ValueError("no 'llama_run median' lines")
+    runs = re.search(r"(\d+) alternating runs", text)
+    head = ["checkpoint (stories260K shape)", "llama_run tok/s", "peer tok/s",
+            f"llama_run / peer (medians of {runs.group(1) if runs else '?'})"]
+    return table(head, rows), [LLAMA]
+
+
 TABLES = {
     "footprint-summary": footprint_summary,
     "footprint": footprint_table,
@@ -496,6 +536,9 @@ TABLES = {
     "mcu-insns": mcu_table,
     "arm-insns": arm_table,
     "arm-decode-insns": arm_decode_table,
+    "format-weights": format_weights,
+    "format-cache": format_cache,
+    "llama-host": llama_host,
 }
 
 
