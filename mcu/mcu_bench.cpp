@@ -1,20 +1,20 @@
 // On-target benchmark: what a firmware engineer flashes to profile microattn on a Cortex-M part.
 //
-// Runs matmul, softmax_rows, attention (dense and causal) and a MultiHeadAttention forward over MCU-sized
-// shapes, plus two yardsticks compiled -O2 (mcu_bench_naive.cpp: the plain three-loop attention and matmul
+// Runs matmul, softmax_rows, attention (dense and causal), a MultiHeadAttention forward and linear() with
+// f32, f16 and q8 weights (one row of x: the decoding case; q8 with one scale per row and in groups of 64) over
+// MCU-sized shapes, plus two yardsticks compiled -O2 (mcu_bench_naive.cpp: the plain three-loop attention and matmul
 // a firmware would otherwise write), and prints one row per call: the work (MACs: m·n·k for matmul, 2·n²·d
 // for attention — causal included, so its row shows the work it skips — and projections + attention for a
-// layer; elements for softmax), the cycles the DWT cycle counter saw, and cycles per MAC (or per element).
-// Each measured call sits between mcu_bench_mark_begin() and mcu_bench_mark_end(), two empty functions
-// whose addresses the QEMU plugin tools/qemu_insn_count.c is given: under QEMU, where the cycle counter
-// does not count (QEMU models no timing), scripts/mcu_bench.sh counts the instructions of each call instead.
-// Every result is checked against the yardstick (or an exact property), so a wrong kernel cannot post a
-// good figure: the program exits 1 on a mismatch.
+// layer, n·k for linear; elements for softmax), the cycles the DWT cycle counter saw, and cycles per MAC (or per
+// element). Each measured call sits between mcu_bench_mark_begin() and mcu_bench_mark_end(), two empty functions whose
+// addresses the QEMU plugin tools/qemu_insn_count.c is given: under QEMU, where the cycle counter does not count (QEMU
+// models no timing), scripts/mcu_bench.sh counts the instructions of each call instead. Every result is checked against
+// the yardstick (or an exact property), so a wrong kernel cannot post a good figure: the program exits 1 on a mismatch.
 //
 // On a board: build with any cross/cortex-m*.ini (ninja -C BUILD mcu/mcu_bench), bring the board's startup
 // and linker script, retarget printf (semihosting here), flash mcu_bench, read the console. The inputs are
-// generated at start-up (no flash tables); RAM: about 200 KiB of .bss (the 128×32 attention and the
-// <64, 64, 4> layer); cut `cases` for smaller parts.
+// generated at start-up (no flash tables); RAM: about 650 KiB of .bss (the 128×32 attention, the
+// <64, 64, 4> layer and 256 × 256 linear weights in each format); cut `cases` for smaller parts.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -78,7 +78,19 @@ ma::MultiHeadAttention<layer_seq, layer_dim, layer_heads> layer{
     {layer_w, layer_w, layer_w, layer_bias, layer_bias, layer_bias, layer_w, layer_bias}};
 
 // ---- cases ------------------------------------------------------------------------------------------------
-enum class Op { matmul, matmul_naive, softmax_rows, attention, attention_causal, attention_naive, layer_forward };
+enum class Op {
+  matmul,
+  matmul_naive,
+  softmax_rows,
+  attention,
+  attention_causal,
+  attention_naive,
+  layer_forward,
+  linear_f32,
+  linear_f16,
+  linear_q8,
+  linear_q8_g64
+};
 const char* op_name(Op op) {
   switch (op) {
     case Op::matmul:
@@ -95,13 +107,22 @@ const char* op_name(Op op) {
       return "attention_naive_O2";
     case Op::layer_forward:
       return "mha_forward";
+    case Op::linear_f32:
+      return "linear_f32";
+    case Op::linear_f16:
+      return "linear_f16";
+    case Op::linear_q8:
+      return "linear_q8";
+    case Op::linear_q8_g64:
+      return "linear_q8_g64";
   }
   return "?";
 }
 
 struct Case {
   Op op;
-  std::size_t n, d;  // matmul: n = m = k = n (d unused); softmax: n rows × d cols; attention: n × d; layer: n
+  std::size_t n, d;  // matmul: n = m = k = n (d unused); softmax: n rows × d cols; attention: n × d; layer: n;
+                     // linear: weights n × d (out × in), one row of x (m = 1)
 };
 constexpr Case cases[] = {
     {Op::matmul, 16, 0},
@@ -126,6 +147,18 @@ constexpr Case cases[] = {
     {Op::attention_naive, 128, 32},
     {Op::layer_forward, 16, 0},
     {Op::layer_forward, 64, 0},
+    {Op::linear_f32, 64, 256},
+    {Op::linear_f32, 256, 64},
+    {Op::linear_f32, 256, 256},
+    {Op::linear_f16, 64, 256},
+    {Op::linear_f16, 256, 64},
+    {Op::linear_f16, 256, 256},
+    {Op::linear_q8, 64, 256},
+    {Op::linear_q8, 256, 64},
+    {Op::linear_q8, 256, 256},
+    {Op::linear_q8_g64, 64, 256},
+    {Op::linear_q8_g64, 256, 64},
+    {Op::linear_q8_g64, 256, 256},
 };
 
 // Work of a case: MACs (elements for softmax_rows).
@@ -139,6 +172,11 @@ unsigned long work(const Case& c) {
       return n * d;
     case Op::layer_forward:
       return 4 * n * dm * dm + 2 * n * n * dm;  // q, k, v, out projections + attention
+    case Op::linear_f32:
+    case Op::linear_f16:
+    case Op::linear_q8:
+    case Op::linear_q8_g64:
+      return n * d;
     default:
       return 2 * n * n * d;
   }
@@ -150,6 +188,89 @@ bool close(const float* x, const float* ref, std::size_t n, float tol) {
   for (std::size_t i = 0; i < n; ++i)
     if (!(std::fabs(x[i] - ref[i]) <= tol * (scale + 1e-6f))) return false;
   return true;
+}
+
+// linear(): weights of up to 256 × 256 in each format (f32 in lin_w, f16 and q8 in the same storage), x one row.
+constexpr std::size_t lin_max = 256 * 256;
+float lin_w[lin_max], lin_scales[lin_max / 64], lin_bias[256], lin_x[256], lin_y[256];
+std::uint16_t lin_h[lin_max];
+std::int8_t lin_q[lin_max];
+
+// IEEE binary16 of a float in [−2, 2] (round to nearest even: the bench needs no more than a faithful weight).
+std::uint16_t to_half(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  const std::uint32_t sign = (b >> 16) & 0x8000u, mag = b & 0x7fffffffu;
+  if (mag < 0x38800000u) {  // below 2⁻¹⁴: subnormal half (or zero), 2⁻²⁴ units
+    float a;
+    std::memcpy(&a, &mag, sizeof a);
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  std::uint32_t h = (mag - 0x38000000u) >> 13, rest = mag & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+double half_value(std::uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const int mant = e == 0 ? m : m + 1024, exp = e == 0 ? -24 : e - 25;  // one conversion (see weight_value)
+  const double v = std::ldexp(static_cast<double>(mant), exp);
+  return (h & 0x8000) != 0 ? -v : v;
+}
+
+// Weight i as stored, in double. Out of line with plain branches: GCC 12 for Cortex-M55 emits a conditional
+// VCVT.F64 inside an IT block for the same selection written as one expression, which its assembler rejects.
+__attribute__((noinline)) double weight_value(Op op, std::size_t i, std::size_t group) {
+  if (op == Op::linear_f16) return half_value(lin_h[i]);
+  if (op == Op::linear_q8 || op == Op::linear_q8_g64) {
+    const double q = lin_q[i];
+    return static_cast<double>(lin_scales[i / group]) * q;
+  }
+  return lin_w[i];
+}
+
+// Runs linear() with weights n × k in the case's format between the markers; checks y against a double product of
+// x and the weights as stored (q8: within its quantization term and the float bound).
+bool run_linear(Op op, std::size_t n, std::size_t k, std::uint32_t& t0, std::uint32_t& t1) {
+  fill(lin_w, n * k);
+  fill(lin_x, k);
+  fill(lin_bias, n);
+  std::uint16_t* const h = lin_h;
+  std::int8_t* const q = lin_q;
+  const std::size_t group = op == Op::linear_q8_g64 ? 64 : k;
+  ma::WeightMatrix w = ma::weights_f32(lin_w, n, k);
+  if (op == Op::linear_f16) {
+    for (std::size_t i = 0; i < n * k; ++i) h[i] = to_half(lin_w[i]);
+    w = ma::weights_f16(h, n, k);
+  } else if (op == Op::linear_q8 || op == Op::linear_q8_g64) {
+    for (std::size_t g = 0; g < n * k / group; ++g) {
+      lin_scales[g] = 1.0f / 127.0f;
+      for (std::size_t i = g * group; i < (g + 1) * group; ++i)
+        q[i] = static_cast<std::int8_t>(static_cast<int>(std::lround(lin_w[i] * 127.0f)));
+    }
+    w = ma::weights_q8(q, lin_scales, n, k, group);
+  }
+  ma::Status st = ma::Status::ok;
+  t0 = cycles_now();
+  mcu_bench_mark_begin();
+  st = ma::linear(ma::make_view<const float>(lin_x, 1, k), w, lin_bias, ma::make_view(lin_y, 1, n));
+  mcu_bench_mark_end();
+  t1 = cycles_now();
+  double amax = 0.0;
+  for (std::size_t c = 0; c < k; ++c) amax = std::fmax(amax, std::fabs(lin_x[c]));
+  bool ok = st == ma::Status::ok;
+  for (std::size_t r = 0; r < n && ok; ++r) {
+    double want = lin_bias[r], abs = std::fabs(lin_bias[r]), wabs = 0.0;
+    for (std::size_t c = 0; c < k; ++c) {
+      const std::size_t i = r * k + c;
+      const double wv = weight_value(op, i, group);
+      want += wv * lin_x[c];
+      abs += std::fabs(wv * lin_x[c]);
+      wabs += std::fabs(wv);
+    }
+    const double quant = op == Op::linear_q8 || op == Op::linear_q8_g64 ? 0.5 * amax / 127.0 * wabs : 0.0;
+    ok = std::fabs(lin_y[r] - want) <= quant + 2.0 * (k + 3) * 0x1p-24 * (abs + quant) + 1e-30;
+  }
+  return ok;
 }
 
 // Runs one case between the markers (inputs prepared before, checks after); returns the cycles and whether
@@ -230,6 +351,12 @@ bool run_case(const Case& c, std::uint32_t& cycles) {
       for (std::size_t i = 0; i < n * layer_dim; ++i) ok = ok && std::isfinite(out_buf[i]);
       break;
     }
+    case Op::linear_f32:
+    case Op::linear_f16:
+    case Op::linear_q8:
+    case Op::linear_q8_g64:
+      ok = run_linear(c.op, n, d, t0, t1);
+      break;
   }
   cycles = t1 - t0;
   return ok && st == ma::Status::ok;
@@ -241,9 +368,10 @@ int main(int argc, char** argv) {
   // An argument N runs case N alone (for profiles: scripts/mcu_bench.sh --profile TARGET N).
   const unsigned only = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 0;
   const bool counting = cycle_counter_start();
-  std::printf("microattn mcu_bench: kernels %s (%s), attention tile %u queries x %u keys\n", ma::simd_arch(),
-              ma::matmul_kernel_name(), static_cast<unsigned>(ma::attention_block_q),
-              static_cast<unsigned>(ma::attention_block_kv));
+  std::printf("microattn mcu_bench: kernels %s (%s), attention tile %u queries x %u keys, linear %s %s %s\n",
+              ma::simd_arch(), ma::matmul_kernel_name(), static_cast<unsigned>(ma::attention_block_q),
+              static_cast<unsigned>(ma::attention_block_kv), ma::linear_kernel_name(ma::Format::f32),
+              ma::linear_kernel_name(ma::Format::f16), ma::linear_kernel_name(ma::Format::q8));
   if (!counting)
     std::printf(
         "DWT CYCCNT does not count here (QEMU, or no DWT): cycles are not available; count "
@@ -266,6 +394,8 @@ int main(int argc, char** argv) {
     char shape[24];
     if (c.op == Op::matmul || c.op == Op::matmul_naive)
       std::snprintf(shape, sizeof shape, "%ux%ux%u", unsigned(c.n), unsigned(c.n), unsigned(c.n));
+    else if (c.op == Op::linear_f32 || c.op == Op::linear_f16 || c.op == Op::linear_q8 || c.op == Op::linear_q8_g64)
+      std::snprintf(shape, sizeof shape, "1x%ux%u", unsigned(c.n), unsigned(c.d));
     else if (c.op == Op::layer_forward)
       std::snprintf(shape, sizeof shape, "<%u,%u,%u>x%u", unsigned(layer_seq), unsigned(layer_dim),
                     unsigned(layer_heads), unsigned(c.n));

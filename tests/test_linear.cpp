@@ -28,6 +28,12 @@ std::vector<Table> linear_tables() {
   std::vector<Table> t{&ma::detail::scalar_linear_kernels()};
   if (ma::detail::x86_linear_kernels() != nullptr) t.push_back(ma::detail::x86_linear_kernels());
   if (ma::detail::neon_linear_kernels() != nullptr) t.push_back(ma::detail::neon_linear_kernels());
+#if MICROATTN_LINEAR_HELIUM
+  t.push_back(&ma::detail::helium_linear_kernels());
+#endif
+#if MICROATTN_LINEAR_ARMV7EM
+  t.push_back(&ma::detail::armv7em_linear_kernels());
+#endif
   return t;
 }
 std::string table_name(const ::testing::TestParamInfo<Table>& info) { return info.param->name; }
@@ -301,6 +307,23 @@ TEST_P(LinearKernel, Q8GroupLayouts) {
     }
 }
 
+TEST_P(LinearKernel, Q8AlignedRowsAcrossKernelBlocks) {
+  // Word-aligned weights with segments of whole 16-byte steps: the Cortex-M kernels' fast paths (row pairs / quads in
+  // asm, sums kept per block of 16 rows), across their row-tile and block edges, with one and several segments per
+  // chunk, scales per row, per group and shared by rows, and more than one chunk per row (the accumulating calls).
+  const std::vector<Layout> layouts = {{16, 16, 0}, {64, 64, 0},   {256, 64, 0}, {48, 16, 0},      {96, 32, 0},
+                                       {32, 64, 0}, {512, 512, 0}, {576, 64, 0}, {128, 128 * 4, 0}};
+  std::uint32_t seed = 2500;
+  for (const Layout& l : layouts)
+    for (std::size_t n : {1, 2, 3, 4, 5, 7, 15, 16, 17, 31, 32, 33, 67})
+      for (std::size_t m : {1, 2}) {
+        if ((n * l.k) % l.group != 0) continue;
+        Case c{Format::q8, m, n, l.k, l.group};
+        c.bias = n % 3 != 0;
+        check_case(GetParam(), c, seed++);
+      }
+}
+
 TEST_P(LinearKernel, Q8GroupsLongerThanTheChunk) {
   // A group longer than the quantization buffer: its scale comes from the whole group before its first piece.
   const std::size_t chunk = ma::linear_q8_chunk_bytes;
@@ -536,7 +559,7 @@ TEST(Linear, KernelNames) {
     EXPECT_EQ(name.find("__"), std::string::npos) << name;
     bool arch_last = false;
     for (const char* arch : {"_scalar", "_sse2", "_avx2", "_avx512", "_avx512vnni", "_avxvnni", "_neon", "_neon64",
-                             "_neon64dot", "_helium"}) {
+                             "_neon64dot", "_helium", "_armv7em"}) {
       const std::string a = arch;
       arch_last = arch_last || (name.size() > a.size() && name.compare(name.size() - a.size(), a.size(), a) == 0);
     }

@@ -3,8 +3,9 @@
 //
 // Cases: attention n × 64 (n = 64, 128, 256; n queries = n keys, d = 64, dense and causal), decoding n_q × n_kv × 64
 // (the few-query shapes of the decoding issue: n_q = 1, 4, 8 queries against n_kv = 256, 1024, 4096 keys; dense as
-// op "decode", bottom-right causal as "decode_causal": query i sees keys j <= i + n_kv − n_q), matmul 128³. Every
-// implementation runs once unmeasured and its output is compared with the test suite's double-precision reference
+// op "decode", bottom-right causal as "decode_causal": query i sees keys j <= i + n_kv − n_q), matmul 128³, and
+// linear() with one row of x (m = 1) against 64 × 256, 256 × 64, 256 × 256 and 1024 × 1024 weights in f32, f16 and q8.
+// Every implementation runs once unmeasured and its output is compared with the test suite's double-precision reference
 // (tests/reference.cpp); then it runs again between arm_bench_mark_begin() and arm_bench_mark_end(), two empty
 // out-of-line functions whose addresses the QEMU plugin tools/qemu_insn_count.c is given, and must give the same bits.
 // scripts/arm_bench.sh builds this program, runs it under qemu-aarch64 / qemu-arm with the plugin and prints the table
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <microattn/microattn.hpp>
@@ -223,6 +225,76 @@ void run_matmul(std::size_t m, std::size_t n, std::size_t kk) {
       "eigen", "matmul", shape, macs, c, [&] { cm.noalias() = am * bm; }, check);
 }
 
+// ---- linear (m = 1) ------------------------------------------------------------------------------------------
+// One row of x against n × k weights in f32, f16 and q8 (one scale per row, as CMSIS-NN's per-channel int8): the
+// decoding projection. Checked against a double product of x and the weights as stored, within weights.hpp's
+// bounds (q8: plus the activation quantization term). Op names linear_f32 / linear_f16 / linear_q8, no Eigen row.
+double half_value(std::uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(m + 1024, e - 25);
+  return (h & 0x8000) != 0 ? -v : v;
+}
+std::uint16_t to_half(float f) {  // round to nearest even, |f| <= 1 (normal or subnormal halves)
+  std::uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  const std::uint32_t sign = (b >> 16) & 0x8000u, mag = b & 0x7fffffffu;
+  if (mag < 0x38800000u) {
+    float a;
+    std::memcpy(&a, &mag, sizeof a);
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  std::uint32_t h = (mag - 0x38000000u) >> 13, rest = mag & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+void run_linear(std::size_t n, std::size_t k) {
+  const std::vector<float> wf = random_vector(n * k, 6), x = random_vector(k, 7), bias = random_vector(n, 8);
+  std::vector<std::uint16_t> wh(n * k);
+  std::vector<std::int8_t> wq(n * k);
+  std::vector<float> scales(n, 1.0f / 127.0f);
+  for (std::size_t i = 0; i < n * k; ++i) {
+    wh[i] = to_half(wf[i]);
+    wq[i] = static_cast<std::int8_t>(std::lround(wf[i] * 127.0f));
+  }
+  const std::string shape = "1x" + std::to_string(n) + "x" + std::to_string(k);
+  std::vector<float> y(n);
+  double amax = 0.0;
+  for (float v : x) amax = std::max(amax, std::fabs(static_cast<double>(v)));
+  for (int f = 0; f < 3; ++f) {
+    const ma::WeightMatrix w = f == 0   ? ma::weights_f32(wf.data(), n, k)
+                               : f == 1 ? ma::weights_f16(wh.data(), n, k)
+                                        : ma::weights_q8(wq.data(), scales.data(), n, k, k);
+    auto check = [&](const std::vector<float>& out) {
+      for (std::size_t r = 0; r < n; ++r) {
+        double want = bias[r], abs = std::fabs(bias[r]), wabs = 0.0;
+        for (std::size_t c = 0; c < k; ++c) {
+          const std::size_t i = r * k + c;
+          const double wv = f == 0 ? wf[i] : f == 1 ? half_value(wh[i]) : scales[r] * static_cast<double>(wq[i]);
+          want += wv * x[c];
+          abs += std::fabs(wv * x[c]);
+          wabs += std::fabs(wv);
+        }
+        const double quant = f == 2 ? 0.5 * amax / 127.0 * wabs : 0.0;
+        if (!(std::fabs(out[r] - want) <= quant + 2.0 * (k + 3) * 0x1p-24 * (abs + quant))) return false;
+      }
+      return true;
+    };
+    measure(
+        "microattn",
+        f == 0   ? "linear_f32"
+        : f == 1 ? "linear_f16"
+                 : "linear_q8",
+        shape, static_cast<double>(n * k), y,
+        [&] {
+          if (ma::linear(ma::make_view(x.data(), 1, k), w, bias.data(), ma::make_view(y.data(), 1, n)) !=
+              ma::Status::ok)
+            y[0] = std::numeric_limits<float>::quiet_NaN();
+        },
+        check);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -248,5 +320,7 @@ int main() {
       run_attention(n_q, n_kv, 64, true, offset, "decode_causal");
     }
   run_matmul(128, 128, 128);
+  for (const auto& nk : {std::pair<std::size_t, std::size_t>{64, 256}, {256, 64}, {256, 256}, {1024, 1024}})
+    run_linear(nk.first, nk.second);
   return all_ok ? 0 : 1;
 }

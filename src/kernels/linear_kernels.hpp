@@ -66,14 +66,45 @@ struct LinearKernels {
   void (*quantize)(const float* x, std::size_t n, float s, std::int8_t* q) noexcept;
 };
 
+// Cortex-M tables, chosen at compile time so that a firmware links only the one it runs (not the scalar one):
+// Helium where the core has MVE-F (Cortex-M55, linear_helium.cpp), else Armv7E-M's DSP extension and FPU
+// (Cortex-M4/M7, linear_armv7em.cpp).
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+#define MICROATTN_LINEAR_HELIUM 1
+#else
+#define MICROATTN_LINEAR_HELIUM 0
+#endif
+#if !MICROATTN_LINEAR_HELIUM && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && \
+    defined(__ARM_FEATURE_DSP) && defined(__ARM_FP) && (__ARM_FP & 4)
+#define MICROATTN_LINEAR_ARMV7EM 1
+#else
+#define MICROATTN_LINEAR_ARMV7EM 0
+#endif
+
 const LinearKernels& scalar_linear_kernels() noexcept;
 // nullptr unless the build targets AVX2 + FMA + F16C (linear_x86.cpp), or NEON (linear_neon.cpp).
 const LinearKernels* x86_linear_kernels() noexcept;
 const LinearKernels* neon_linear_kernels() noexcept;
+#if MICROATTN_LINEAR_HELIUM
+const LinearKernels& helium_linear_kernels() noexcept;
+#endif
+#if MICROATTN_LINEAR_ARMV7EM
+const LinearKernels& armv7em_linear_kernels() noexcept;
+#endif
+#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
+// f16 on the scalar FPU's half-precision conversion (VCVTB/VCVTT), 4 weight rows per x row: both Cortex-M tables.
+void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept;
+#endif
 inline const LinearKernels& selected_linear_kernels() noexcept {
+#if MICROATTN_LINEAR_HELIUM
+  return helium_linear_kernels();
+#elif MICROATTN_LINEAR_ARMV7EM
+  return armv7em_linear_kernels();
+#else
   if (const LinearKernels* t = x86_linear_kernels()) return *t;
   if (const LinearKernels* t = neon_linear_kernels()) return *t;
   return scalar_linear_kernels();
+#endif
 }
 
 // linear() after its checks, with the kernels of table t (the tests run every table through it).
@@ -106,7 +137,7 @@ unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t r
 void linear_q8_float_row(const LinearArgs& a, std::size_t i) noexcept;
 
 // The weight scales of row r in a chunk (segment s at [s]).
-inline const float* row_scales(const Q8Chunk& c, std::size_t r) noexcept {
+inline __attribute__((always_inline)) const float* row_scales(const Q8Chunk& c, std::size_t r) noexcept {
   return c.sw + (c.rows_per_scale == 1 ? r : r / c.rows_per_scale) * c.sw_stride;
 }
 

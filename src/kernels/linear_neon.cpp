@@ -61,6 +61,25 @@ inline std::uint32_t lane_max(uint32x4_t v) noexcept {
 }
 #endif
 
+// The lane sums of four accumulators as one vector (lane j: the sum of a_j): pairwise adds, no round trip through
+// scalars.
+inline float32x4_t sum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) noexcept {
+#if defined(__aarch64__)
+  return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
+#else
+  const float32x2_t s0 = vadd_f32(vget_low_f32(a0), vget_high_f32(a0)),
+                    s1 = vadd_f32(vget_low_f32(a1), vget_high_f32(a1));
+  const float32x2_t s2 = vadd_f32(vget_low_f32(a2), vget_high_f32(a2)),
+                    s3 = vadd_f32(vget_low_f32(a3), vget_high_f32(a3));
+  return vcombine_f32(vpadd_f32(s0, s1), vpadd_f32(s2, s3));
+#endif
+}
+
+// y[0..4) = (bias or 0) + v.
+inline void store4(float* y, const float* bias, float32x4_t v) noexcept {
+  vst1q_f32(y, bias != nullptr ? vaddq_f32(vld1q_f32(bias), v) : vaddq_f32(vdupq_n_f32(0.0f), v));
+}
+
 // ---- f16 ------------------------------------------------------------------------------------------------------
 
 #if MICROATTN_LINEAR_F16
@@ -112,6 +131,41 @@ void f16_tile(const float* x, std::size_t ldx, const std::uint16_t* w, std::size
     for (int j = 0; j < NR; ++j) y[i * ldy + j] = bias_of(bias, static_cast<std::size_t>(j)) + lane_sum(acc[i][j]);
 }
 
+// One x row × 4 weight rows with every accumulator named (GCC 12 kept f16_tile<1, 4>'s arrays on the ARMv7 stack).
+void f16_1x4(const float* x, const std::uint16_t* w, std::size_t k, const float* bias, float* y) noexcept {
+  const std::uint16_t* w0 = w;
+  const std::uint16_t* w1 = w0 + k;
+  const std::uint16_t* w2 = w1 + k;
+  const std::uint16_t* w3 = w2 + k;
+  float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+  const auto step = [&](const float* xp, const std::uint16_t* p0, const std::uint16_t* p1, const std::uint16_t* p2,
+                        const std::uint16_t* p3) __attribute__((always_inline)) {
+    const float32x4_t xl = vld1q_f32(xp), xh = vld1q_f32(xp + 4);
+    uint16x8_t h = vld1q_u16(p0);
+    a0 = madd(madd(a0, xl, cvt_lo(h)), xh, cvt_hi(h));
+    h = vld1q_u16(p1);
+    a1 = madd(madd(a1, xl, cvt_lo(h)), xh, cvt_hi(h));
+    h = vld1q_u16(p2);
+    a2 = madd(madd(a2, xl, cvt_lo(h)), xh, cvt_hi(h));
+    h = vld1q_u16(p3);
+    a3 = madd(madd(a3, xl, cvt_lo(h)), xh, cvt_hi(h));
+  };
+  std::size_t c = 0;
+  for (; c + 8 <= k; c += 8) step(x + c, w0 + c, w1 + c, w2 + c, w3 + c);
+  if (c < k) {
+    const std::size_t rem = k - c;
+    float xt[8] = {};
+    std::uint16_t wt[4][8] = {};
+    std::memcpy(xt, x + c, rem * sizeof(float));
+    std::memcpy(wt[0], w0 + c, rem * sizeof(std::uint16_t));
+    std::memcpy(wt[1], w1 + c, rem * sizeof(std::uint16_t));
+    std::memcpy(wt[2], w2 + c, rem * sizeof(std::uint16_t));
+    std::memcpy(wt[3], w3 + c, rem * sizeof(std::uint16_t));
+    step(xt, wt[0], wt[1], wt[2], wt[3]);
+  }
+  store4(y, bias, sum4(a0, a1, a2, a3));
+}
+
 template <int MR, int NR>
 void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
@@ -119,6 +173,9 @@ void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
   float* y = a.y + i0 * a.ldy;
   const auto bias = [&](std::size_t j) { return a.bias != nullptr ? a.bias + j : nullptr; };
   std::size_t r = 0;
+  if constexpr (MR == 1 && NR == 4) {
+    for (; r + 4 <= a.n; r += 4) f16_1x4(x, w + r * a.k, a.k, bias(r), y + r);
+  }
   for (; r + NR <= a.n; r += NR) f16_tile<MR, NR>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
   for (; r < a.n; ++r) f16_tile<MR, 1>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
 }
@@ -246,9 +303,75 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
   }
 }
 
+// One x row × 4 weight rows with every accumulator named (q8_tile<1, 4>'s arrays stayed on the ARMv7 stack).
+__attribute__((noinline)) void q8_1x4(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t r0,
+                                      const float* sw_row) noexcept {
+  const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
+  const std::int8_t* xq = ch.q;
+  const std::int8_t* w0 = w + r0 * ldw;
+  const std::int8_t* w1 = w0 + ldw;
+  const std::int8_t* w2 = w1 + ldw;
+  const std::int8_t* w3 = w2 + ldw;
+  // sw_row: row r0's scales where every row has its own (rows_per_scale 1), the others sw_stride apart.
+  const float* const sw0 = sw_row != nullptr ? sw_row : row_scales(ch, r0);
+  const float* const sw1 = sw_row != nullptr ? sw0 + ch.sw_stride : row_scales(ch, r0 + 1);
+  const float* const sw2 = sw_row != nullptr ? sw1 + ch.sw_stride : row_scales(ch, r0 + 2);
+  const float* const sw3 = sw_row != nullptr ? sw2 + ch.sw_stride : row_scales(ch, r0 + 3);
+  float32x4_t f0 = vdupq_n_f32(0.0f), f1 = f0, f2 = f0, f3 = f0;
+  for (std::size_t s = 0; s < segs; ++s) {
+    int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
+    for (std::size_t v = full; v != 0; --v) {
+      const int8x16_t xv = vld1q_s8(xq);
+      a0 = dot16(a0, xv, vld1q_s8(w0));
+      a1 = dot16(a1, xv, vld1q_s8(w1));
+      a2 = dot16(a2, xv, vld1q_s8(w2));
+      a3 = dot16(a3, xv, vld1q_s8(w3));
+      xq += 16;
+      w0 += 16;
+      w1 += 16;
+      w2 += 16;
+      w3 += 16;
+    }
+    if (rem != 0) {
+      std::int8_t t[5][16] = {};
+      std::memcpy(t[0], xq, rem);
+      std::memcpy(t[1], w0, rem);
+      std::memcpy(t[2], w1, rem);
+      std::memcpy(t[3], w2, rem);
+      std::memcpy(t[4], w3, rem);
+      const int8x16_t xv = vld1q_s8(t[0]);
+      a0 = dot16(a0, xv, vld1q_s8(t[1]));
+      a1 = dot16(a1, xv, vld1q_s8(t[2]));
+      a2 = dot16(a2, xv, vld1q_s8(t[3]));
+      a3 = dot16(a3, xv, vld1q_s8(t[4]));
+      xq += rem;
+      w0 += rem;
+      w1 += rem;
+      w2 += rem;
+      w3 += rem;
+    }
+    const float sxs = ch.sx[s];
+    f0 = vmlaq_n_f32(f0, vmulq_n_f32(vcvtq_f32_s32(a0), sw0[s]), sxs);
+    f1 = vmlaq_n_f32(f1, vmulq_n_f32(vcvtq_f32_s32(a1), sw1[s]), sxs);
+    f2 = vmlaq_n_f32(f2, vmulq_n_f32(vcvtq_f32_s32(a2), sw2[s]), sxs);
+    f3 = vmlaq_n_f32(f3, vmulq_n_f32(vcvtq_f32_s32(a3), sw3[s]), sxs);
+  }
+  float* const y = ch.y + r0;
+  const float32x4_t v = sum4(f0, f1, f2, f3);
+  if (ch.first) {
+    store4(y, ch.bias != nullptr ? ch.bias + r0 : nullptr, v);
+  } else {
+    vst1q_f32(y, vaddq_f32(vld1q_f32(y), v));
+  }
+}
+
 template <int MR, int NR>
 void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
   std::size_t r = 0;
+  if constexpr (MR == 1 && NR == 4) {
+    if (i0 == 0)
+      for (; r + 4 <= n; r += 4) q8_1x4(w, ldw, ch, r, ch.rows_per_scale == 1 ? ch.sw + r * ch.sw_stride : nullptr);
+  }
   for (; r + NR <= n; r += NR) q8_tile<MR, NR>(w, ldw, ch, i0, r);
   for (; r < n; ++r) q8_tile<MR, 1>(w, ldw, ch, i0, r);
 }
