@@ -517,6 +517,88 @@ def llama_host(root):
     return table(head, rows), [LLAMA]
 
 
+# ---- linear() with one row of x: instructions per MAC (scripts/mcu_insn_budgets.txt, scripts/arm_insn_budgets.txt)
+ARM_BUDGETS = "scripts/arm_insn_budgets.txt"
+LINEAR_SHAPES = ("1x64x256", "1x256x64", "1x256x256")  # 1 × n × k: n × k weights
+
+
+def budget_counts(root, path):
+    out = {}
+    for line in read(root, path).splitlines():
+        if line and not line.startswith("#"):
+            target, op, shape, n = line.split()
+            out[(target, op, shape)] = int(n)
+    return out
+
+
+def linear_macs(shape):
+    _, n, k = (int(x) for x in shape.split("x"))
+    return n * k
+
+
+def shape_label(shape):
+    _, n, k = shape.split("x")
+    return f"{n} × {k}" if n != k else f"{n}²"
+
+
+def mcu_linear_table(root):
+    c = budget_counts(root, MCU_BUDGETS)
+    rows = []
+    for target, name in (("cortex-m4", "M4"), ("cortex-m7", "M7"), ("cortex-m55", "M55")):
+        for op, label in (("linear_f32", "f32 (matmul's gemm)"), ("linear_f16", "f16"), ("linear_q8", "q8"),
+                          ("linear_q8_g64", "q8 g64")):
+            rows.append([f"{name} {label}"] + [fmt(c[(target, op, s)] / linear_macs(s)) for s in LINEAR_SHAPES] +
+                        [fmt(c[(target, op, LINEAR_SHAPES[-1])] / c[(target, "linear_f32", LINEAR_SHAPES[-1])])])
+    head = ["instructions / MAC"] + [shape_label(s) for s in LINEAR_SHAPES] + ["÷ f32 at 256²"]
+    return table(head, rows), [MCU_BUDGETS]
+
+
+def arm_linear_table(root):
+    c = budget_counts(root, ARM_BUDGETS)
+    shapes = LINEAR_SHAPES + ("1x1024x1024",)
+    rows = []
+    for target, name in (("aarch64-linux-gnu", "AArch64"), ("arm-linux-gnueabihf", "ARMv7")):
+        rows.append([f"{name} f32, per MAC"] + [fmt(c[(target, "linear_f32", s)] / linear_macs(s)) for s in shapes])
+        for op in ("f16", "q8"):
+            rows.append([f"{name} {op} ÷ f32"] +
+                        [fmt(c[(target, "linear_" + op, s)] / c[(target, "linear_f32", s)]) for s in shapes])
+    head = ["instructions"] + [shape_label(s) for s in shapes]
+    return table(head, rows), [ARM_BUDGETS]
+
+
+# ---- K/V cache formats (scripts/report_cache_error.py, bench/bench_decode BM_decode_formats) ----------------------
+CACHE_ERROR = "bench/results/cache_error.txt"
+DECODE_FORMATS = "bench/results/decode_formats_avx512.txt"
+
+
+def cache_error(root):
+    found = {}
+    for m in re.finditer(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(f32|f16|q8) \|\s+([\d.e+-]+)\s+([\d.e+-]+) \|"
+                         r"\s+([\d.e+-]+)\s+([\d.e+-]+)$", read(root, CACHE_ERROR), re.M):
+        found.setdefault(m.group(1, 2, 3), {})[m.group(4)] = [float(x) for x in m.group(5, 6, 7, 8)]
+    if not found:
+        raise ValueError("no error rows")
+    e = lambda x: f"{x:.1e}"
+    rows = [[n, d, h, f"{e(c['f16'][0])} / {e(c['f16'][1])}", f"{e(c['q8'][0])} / {e(c['q8'][1])}", e(c["f32"][2])]
+            for (n, d, h), c in found.items()]
+    head = ["n", "d", "heads", "f16 cache vs f32 cache: max / rms", "q8 cache: max / rms", "f32 cache vs torch fp64: max"]
+    return table(head, rows), [CACHE_ERROR]
+
+
+def decode_formats(root):
+    text = read(root, DECODE_FORMATS).split("\n# the same before")[0]
+    t = benchmark_times(text)
+    base = t["BM_decode_formats/0/0/min_time:0.100_median"][1]
+    rows = []
+    for c, cache in enumerate(("f32", "f16", "q8")):
+        for w, weights in enumerate(("f32", "q8")):
+            name = f"BM_decode_formats/{w}/{c}/min_time:0.100_median"
+            ram = counter(text, name, "layer_ram_bytes")
+            rows.append([weights, cache, us(t[name][1]), fmt(base / t[name][1]), f"{ram / 1024:.0f} KiB"])
+    head = ["weights", "K/V cache", "`append` µs (CPU, median)", "speed vs f32/f32", "layer RAM (`ram_bytes`)"]
+    return table(head, rows), [DECODE_FORMATS]
+
+
 TABLES = {
     "footprint-summary": footprint_summary,
     "footprint": footprint_table,
@@ -539,6 +621,10 @@ TABLES = {
     "format-weights": format_weights,
     "format-cache": format_cache,
     "llama-host": llama_host,
+    "mcu-linear-insns": mcu_linear_table,
+    "arm-linear-insns": arm_linear_table,
+    "cache-error": cache_error,
+    "decode-formats": decode_formats,
 }
 
 
