@@ -130,7 +130,7 @@ def footprint_table(root):
 
 
 def footprint_summary(root):
-    keep = ("library text", "library text linked", "a `static MultiHeadAttention", "worst-case stack, `attention`",
+    keep = ("library text, ", "a `static MultiHeadAttention",
             "worst-case stack, `MultiHeadAttention::forward`", "worst-case stack, `linear`")
     rows = [r for r in footprint_rows(root) if r[0].startswith(keep)]
     return table(["bytes", "Cortex-M4", "Cortex-M7", "Cortex-M55", "budget"], rows), [FOOTPRINT]
@@ -216,7 +216,7 @@ def peers_summary(root):
     rows = []
     for k, r in a.items():
         n, d = r[0].split(" × ")
-        if d != "64" or n not in ("16", "64", "256", "1024"):
+        if d != "64" or n not in ("64", "1024"):
             continue
         s = b[k]
         rows.append([r[0], r[1], r[2], f"{best_peer_value(r)} ({PEER_SHORT[r[7]]})", r[8], s[2],
