@@ -103,7 +103,11 @@ def thousands(n):
 FOOTPRINT = "bench/results/footprint_cortex_m.txt"
 FOOTPRINT_LABELS = {
     "library text": "library text, `libmicroattn.a` without `linear()`",
-    "linear text": "`linear()` text (linked only by firmware that calls it)",
+    "linear text": "`linear()` text, every kernel table (a firmware links its own)",
+    "linear f32 kernels text": "`linear()` f32 path (matmul's gemm counted with the library)",
+    "linear f16 kernels text": "`linear()` f16 kernels, as linked by a firmware calling it",
+    "linear q8 kernels text": "`linear()` q8 kernels (quantization, chunk kernel, float row path)",
+    "blocks text": "blocks text (norms, activations, encoder and decoder layers)",
     "library data + bss": "library `.data` + `.bss`",
     "firmware example text": "firmware example text (mostly newlib: printf with floats, semihosting)",
     "firmware example data": "firmware example `.data`",
