@@ -5,8 +5,12 @@
 // Run pinned to one core: taskset -c 0 build/bench/bench_decode
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <microattn/microattn.hpp>
@@ -66,6 +70,87 @@ void BM_decode_append(benchmark::State& state) {
   state.counters["layer_ram_bytes"] = static_cast<double>(DecodeLayer::ram_bytes);
 }
 BENCHMARK(BM_decode_append)->ArgsProduct({{64, 256, 1024}, {0, 1}});
+
+// Weights and K/V cache formats: args weights (0 f32, 1 q8 with one scale per row), cache (0 f32, 1 f16, 2 q8);
+// cache length 1024 (+0…31), as BM_decode_append. The ratios of one run are the speed-ups.
+struct Q8Weights {
+  std::vector<std::int8_t> q[4];
+  std::vector<float> s[4];
+  explicit Q8Weights(const DecodeWeights& w) {
+    const std::vector<float>* m[4] = {&w.wq, &w.wk, &w.wv, &w.wo};
+    const std::size_t rows[4] = {d, kv_dim, kv_dim, d};
+    for (int i = 0; i < 4; ++i) {
+      q[i].resize(rows[i] * d);
+      s[i].resize(rows[i]);
+      for (std::size_t r = 0; r < rows[i]; ++r) {
+        float top = 0.0f;
+        for (std::size_t c = 0; c < d; ++c) top = std::max(top, std::fabs((*m[i])[r * d + c]));
+        s[i][r] = top / 127.0f;
+        for (std::size_t c = 0; c < d; ++c)
+          q[i][r * d + c] = static_cast<std::int8_t>(std::lround((*m[i])[r * d + c] / s[i][r]));
+      }
+    }
+  }
+  ma::LayerWeightMatrices view(const DecodeWeights& w) const {
+    return {ma::weights_q8(q[0].data(), s[0].data(), d, d, d),
+            ma::weights_q8(q[1].data(), s[1].data(), kv_dim, d, d),
+            ma::weights_q8(q[2].data(), s[2].data(), kv_dim, d, d),
+            w.bq.data(),
+            w.bk.data(),
+            w.bv.data(),
+            ma::weights_q8(q[3].data(), s[3].data(), d, d, d),
+            w.bo.data()};
+  }
+};
+
+template <ma::Format Cache>
+void decode_formats(benchmark::State& state, bool q8_weights) {
+  using Layer = ma::MultiHeadAttention<max_seq, d, heads, kv_heads, true, Cache>;
+  constexpr std::size_t t = 1024;
+  static const DecodeWeights w;
+  static const Q8Weights wq8(w);
+  auto layer = q8_weights ? std::make_unique<Layer>(wq8.view(w)) : std::make_unique<Layer>(w.view());
+  const auto prompt = random_vector(t * d, 12);
+  auto token = random_vector(d, 13);
+  std::vector<float> y(t * d);
+  ma::AttentionOptions causal;
+  causal.causal = true;
+  const auto refill = [&] {
+    return layer->forward(ma::make_view(prompt.data(), t, d), ma::make_view(y.data(), t, d), causal);
+  };
+  if (refill() != ma::Status::ok) state.SkipWithError("forward failed");
+  for (auto _ : state) {
+    if (layer->position() == t + 32) {
+      state.PauseTiming();
+      refill();
+      state.ResumeTiming();
+    }
+    benchmark::DoNotOptimize(
+        layer->append(ma::make_view<const float>(token.data(), 1, d), ma::make_view(token.data(), 1, d)));
+    benchmark::ClobberMemory();
+  }
+  state.counters["layer_ram_bytes"] = static_cast<double>(Layer::ram_bytes);
+}
+void BM_decode_formats(benchmark::State& state) {
+  const bool q8_weights = state.range(0) != 0;
+  switch (state.range(1)) {
+    case 0:
+      decode_formats<ma::Format::f32>(state, q8_weights);
+      break;
+    case 1:
+      decode_formats<ma::Format::f16>(state, q8_weights);
+      break;
+    default:
+      decode_formats<ma::Format::q8>(state, q8_weights);
+      break;
+  }
+  state.SetLabel(std::string(q8_weights ? "q8" : "f32") + " weights, " +
+                 (state.range(1) == 0   ? "f32"
+                  : state.range(1) == 1 ? "f16"
+                                        : "q8") +
+                 " cache");
+}
+BENCHMARK(BM_decode_formats)->ArgsProduct({{0, 1}, {0, 1, 2}})->MinTime(0.1);
 
 // The flat part of a decode step: Q, K, V and out projections of one row through the public matmul.
 void BM_decode_projections(benchmark::State& state) {

@@ -12,6 +12,7 @@
 #include "attention/few_query.hpp"
 #include "attention/checks.hpp"
 #include "attention/tiles.hpp"
+#include "attention/cache.hpp"
 // clang-format on
 
 namespace microattn {

@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.hpp"
 #include "microattn/attention.hpp"
+#include "microattn/weights.hpp"
 
 namespace microattn {
 namespace detail {
@@ -89,6 +90,25 @@ void attention_run_heads(const Kernels& kernels, const QueryHeads& queries, cons
 void attention_run_tiles(const Kernels& kernels, const MatrixView<const float>& q, const MatrixView<const float>& k,
                          const MatrixView<const float>& v, const MatrixView<float>& out, float* workspace,
                          const AttentionOptions& options) noexcept;
+
+// K or V stored in f16 or q8 (an f16 / q8 layer cache): rows × cols elements, element (j, c) at
+// data[j·stride + c] (binary16 bits or int8), q8 row j scaled by scales[j·scale_stride].
+struct KvSource {
+  const void* data;
+  std::size_t stride;
+  const float* scales;
+  std::size_t scale_stride;
+  std::size_t rows, cols;
+};
+struct CacheKernels;
+// attention_run_heads over K and V in `format` (f16 or q8), for any number of queries: each key block is
+// converted to float (cache kernels, exactly) and run on the row kernels, rows the fused loop may get wrong go to
+// the exact path (one converted row at a time): the result is that of attention over the stored values, with its
+// bound. workspace: workspace_floats >= attention_workspace_floats(d_k, d_v) + layer_cache_block_floats(max(d_k,
+// d_v)) floats; the key blocks are as long as they fit beside the scores.
+void attention_run_cache(const Kernels& kernels, const CacheKernels& cache_kernels, Format format,
+                         const QueryHeads& queries, const KvSource& k, const KvSource& v, float* workspace,
+                         std::size_t workspace_floats, const AttentionOptions& options) noexcept;
 
 // Arguments valid and non-overlapping; workspace holds attention_workspace_floats(d_k, d_v) floats. Views by
 // reference: by value, the layers would build each one twice (a local, then the outgoing argument) in the frame

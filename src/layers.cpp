@@ -6,6 +6,7 @@
 
 #include "attention_run.hpp"
 #include "check.hpp"
+#include "kernels/cache_kernels.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "kernels/scalar_math.hpp"
@@ -175,12 +176,77 @@ struct LayerPlan {
   bool project_out;  // the layer has an out projection
 };
 
+// Rows [first, first + rows) of an f16 / q8 cache from float K and V rows (stride ld).
+void store_cache_rows(const LayerCache& c, const LayerShape& shape, std::size_t first, const float* k, const float* v,
+                      std::size_t ld, std::size_t rows) noexcept {
+  const std::size_t hd = shape.head_dim, kv_dim = shape.kv_heads * hd;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t g = 0; g < shape.kv_heads; ++g) {
+      const std::size_t at = (first + r) * kv_dim + g * hd, scale_at = (first + r) * shape.kv_heads + g;
+      const float* kr = k + r * ld + g * hd;
+      const float* vr = v + r * ld + g * hd;
+      if (c.format == Format::f16) {
+        store_f16_row(kr, hd, static_cast<std::uint16_t*>(c.k) + at);
+        store_f16_row(vr, hd, static_cast<std::uint16_t*>(c.v) + at);
+      } else {
+        store_q8_row(kr, hd, static_cast<std::int8_t*>(c.k) + at, c.k_scales + scale_at);
+        store_q8_row(vr, hd, static_cast<std::int8_t*>(c.v) + at, c.v_scales + scale_at);
+      }
+    }
+}
+
+// K and V of the call's new rows into an f16 / q8 cache: the ring move in the cache's bytes, then the rows
+// projected layer_block_q at a time into the scratch's two tiles and rounded into the cache (the scratch is free
+// until the attention starts; y is written only after).
+void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, LayerOp op,
+                          const MatrixView<const float>& context, std::size_t n_kv, std::size_t first_kv,
+                          std::size_t q_position) noexcept {
+  const LayerShape& shape = layer.shape;
+  LayerState& state = *layer.state;
+  const std::size_t d = shape.model_dim, hd = shape.head_dim;
+  const std::size_t kv_dim = shape.kv_heads * hd;
+  const Kernels& kern = selected_kernels();
+  if (op == LayerOp::append && first_kv < state.cached) {  // the ring's move, front to back
+    const std::size_t es = cache.format == Format::f16 ? 2 : 1;
+    const std::size_t from = (state.cached - first_kv) * kv_dim * es;
+    unsigned char* const k = static_cast<unsigned char*>(cache.k);
+    unsigned char* const v = static_cast<unsigned char*>(cache.v);
+    for (std::size_t i = 0; i < first_kv * kv_dim * es; ++i) {
+      k[i] = k[from + i];
+      v[i] = v[from + i];
+    }
+    if (cache.format == Format::q8) {
+      const std::size_t sfrom = (state.cached - first_kv) * shape.kv_heads;
+      for (std::size_t i = 0; i < first_kv * shape.kv_heads; ++i) {
+        cache.k_scales[i] = cache.k_scales[sfrom + i];
+        cache.v_scales[i] = cache.v_scales[sfrom + i];
+      }
+    }
+  }
+  float* const k_tile = layer.scratch;
+  float* const v_tile = k_tile + layer_block_q * d;
+  const std::size_t rows = n_kv - first_kv;
+  for (std::size_t r0 = 0; r0 < rows; r0 += layer_block_q) {
+    const std::size_t n = rows - r0 < layer_block_q ? rows - r0 : layer_block_q;
+    const float* src = context.data + r0 * context.stride;
+    project(layer, Projection::k, src, context.stride, n, k_tile, kv_dim);
+    project(layer, Projection::v, src, context.stride, n, v_tile, kv_dim);
+    rotate(kern, *layer.config, hd, shape.kv_heads, k_tile, kv_dim, n, q_position + r0);
+    store_cache_rows(cache, shape, first_kv + r0, k_tile, v_tile, kv_dim, n);
+  }
+  state.cached = n_kv;
+  state.position = q_position + rows;
+}
+
 // The checks, in the documented order (null pointers, shapes (the configuration's too), capacity, the mask,
 // overlaps), then K and V of the call's new rows. Out of line: its frame is not on the attention path's stack.
+// Quantized: an f16 / q8 cache (store_cache_new_rows), with its larger scratch.
+template <bool Quantized>
 __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp op,
                                                const MatrixView<const float>& query,
                                                const MatrixView<const float>& context, const MatrixView<float>& y,
-                                               const AttentionOptions& options, LayerPlan& plan) noexcept {
+                                               const AttentionOptions& options, LayerPlan& plan,
+                                               const LayerCache* cache) noexcept {
   const LayerShape& shape = layer.shape;
   const LayerConfig& config = *layer.config;
   LayerState& state = *layer.state;
@@ -221,7 +287,8 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
       (mask.data != nullptr && views_overlap(y, mask)))
     return Status::aliasing;
   // y against every array the call reads (weights) or writes (the scratch), and the inputs against the scratch.
-  const std::size_t scratch = layer_scratch_floats(d, shape.heads);
+  const std::size_t scratch =
+      Quantized ? layer_scratch_floats(d, shape.heads, cache->format) : layer_scratch_floats(d, shape.heads);
   if ((weights & weight_aliasing) != 0 || overlaps_array(y, layer.scratch, scratch)) return Status::aliasing;
   if (overlaps_array(query, layer.scratch, scratch) || overlaps_array(context, layer.scratch, scratch) ||
       (mask.data != nullptr && overlaps_array(mask, layer.scratch, scratch)))
@@ -231,7 +298,9 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
   plan.project_out = (weights & weight_out) != 0;
   // The position of the call's first query row, and of its first new key row.
   const std::size_t q_position = op == LayerOp::append ? state.position : 0;
-  if (op != LayerOp::attend) {
+  if (Quantized) {
+    if (op != LayerOp::attend) store_cache_new_rows(layer, *cache, op, context, n_kv, first_kv, q_position);
+  } else if (op != LayerOp::attend) {
     // Room in a ring: the newest first_kv rows move to the front (front to back: the copy never overtakes).
     if (op == LayerOp::append && first_kv < state.cached) {
       const std::size_t from = (state.cached - first_kv) * kv_dim;
@@ -261,9 +330,12 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
 // group of query heads, when decoding), the output projection. Its rows of `query` are read (into Q) before
 // its rows of y are written, which is what makes y == query safe. Out of line, with only what the tile loop
 // needs in its frame: it is on the deepest stack path of every layer call.
+// Cache: nullptr for an f32 cache (layer.k, layer.v), else the f16 / q8 cache (attention_run_cache).
+template <bool Quantized>
 __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, LayerOp op,
                                                   const MatrixView<const float>& query, const MatrixView<float>& y,
-                                                  const AttentionOptions& options, const LayerPlan& plan) noexcept {
+                                                  const AttentionOptions& options, const LayerPlan& plan,
+                                                  const LayerCache* cache) noexcept {
   const LayerShape& shape = layer.shape;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
@@ -294,7 +366,29 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
     // The views of a head (one set, built in place: this frame is on the deepest stack path).
     heads.q = {q_tile, bq, hd, d};
     heads.out = {project_out ? heads_tile : y.data + i0 * y.stride, bq, hd, project_out ? d : y.stride};
-    if (group > 1 && bq <= kern.few_query_max) {
+    if (Quantized) {
+      // Every query tile on the converting row path, the query heads of a K/V head in one pass over it.
+      const std::size_t es = cache->format == Format::f16 ? 2 : 1;
+      heads.heads = group;
+      for (std::size_t g = 0; g < shape.kv_heads; ++g) {
+        const KvSource ks{static_cast<const unsigned char*>(cache->k) + g * hd * es,
+                          kv_dim,
+                          cache->k_scales + g,
+                          shape.kv_heads,
+                          n_kv,
+                          hd};
+        const KvSource vs{static_cast<const unsigned char*>(cache->v) + g * hd * es,
+                          kv_dim,
+                          cache->v_scales + g,
+                          shape.kv_heads,
+                          n_kv,
+                          hd};
+        attention_run_cache(kern, selected_cache_kernels(), cache->format, heads, ks, vs, workspace,
+                            attention_workspace_floats(hd, hd) + layer_cache_block_floats(hd), tile);
+        heads.q.data += group * hd;
+        heads.out.data += group * hd;
+      }
+    } else if (group > 1 && bq <= kern.few_query_max) {
       // Decoding with grouped-query attention: the query heads that share a K/V head, in one pass over it.
       heads.heads = group;
       for (std::size_t g = 0; g < shape.kv_heads; ++g) {
@@ -349,8 +443,16 @@ bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
 Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
                  MatrixView<float> y, const AttentionOptions& options) noexcept {
   LayerPlan plan;
-  const Status st = layer_prepare(layer, op, query, context, y, options, plan);
-  if (st == Status::ok) layer_attend_tiles(layer, op, query, y, options, plan);
+  const Status st = layer_prepare<false>(layer, op, query, context, y, options, plan, nullptr);
+  if (st == Status::ok) layer_attend_tiles<false>(layer, op, query, y, options, plan, nullptr);
+  return st;
+}
+
+Status layer_run_cache(const LayerParts& layer, const LayerCache& cache, LayerOp op, MatrixView<const float> query,
+                       MatrixView<const float> context, MatrixView<float> y, const AttentionOptions& options) noexcept {
+  LayerPlan plan;
+  const Status st = layer_prepare<true>(layer, op, query, context, y, options, plan, &cache);
+  if (st == Status::ok) layer_attend_tiles<true>(layer, op, query, y, options, plan, &cache);
   return st;
 }
 

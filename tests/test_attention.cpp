@@ -9,104 +9,14 @@
 #include <limits>
 #include <vector>
 
-#include "attention_run.hpp"
-#include "reference.hpp"
-#include "test_support.hpp"
+#include "attention_harness.hpp"
 
 namespace ma = microattn;
 using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
-
-struct Case {
-  std::size_t n_q, n_kv, d_k, d_v;
-  bool causal = false;
-  long long offset = 0;
-  int mask = 0;  // 0: none, 1: random finite/−inf with some fully hidden rows
-  float scale = 0.0f;
-  std::size_t pad = 0;
-  bool misalign = false;
-  float value_range = 1.0f;
-};
-
-struct Buffers {
-  Guarded q, k, v, mask, out, ws;
-  Buffers(const Case& c, std::size_t ws_floats)
-      : q(c.n_q, c.d_k, c.d_k + c.pad, c.misalign),
-        k(c.n_kv, c.d_k, c.d_k + 2 * c.pad, !c.misalign),
-        v(c.n_kv, c.d_v, c.d_v + c.pad, c.misalign),
-        mask(c.mask ? c.n_q : 1, c.mask ? c.n_kv : 1, 0, c.misalign),
-        out(c.n_q, c.d_v, c.d_v + c.pad, !c.misalign),
-        ws(1, ws_floats, 0, c.misalign) {}
-};
-
-void fill_inputs(const Case& c, Buffers& b, std::uint32_t seed) {
-  Uniform u(seed, -c.value_range, c.value_range);
-  b.q.fill(u);
-  b.k.fill(u);
-  b.v.fill(u);
-  b.out.fill_value(777.0f);
-  b.ws.fill_value(555.0f);
-  if (c.mask) {
-    std::mt19937 rng(seed + 1);
-    for (std::size_t i = 0; i < c.n_q; ++i)
-      for (std::size_t j = 0; j < c.n_kv; ++j) {
-        const bool row_hidden = i % 7 == 3;  // every 7th row: no key visible at all
-        b.mask.at(i, j) = row_hidden || rng() % 5 == 0 ? -inf : static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
-      }
-  }
-}
-
-ma::AttentionOptions options_of(const Case& c, const Buffers& b) {
-  ma::AttentionOptions o;
-  o.scale = c.scale;
-  o.causal = c.causal;
-  o.causal_offset = static_cast<std::ptrdiff_t>(c.offset);
-  if (c.mask) o.mask = b.mask.cview();
-  return o;
-}
-
-void check_against_reference(const Case& c, const Buffers& b) {
-  std::vector<double> want, wabs, sabs;
-  ref::attention({b.q.data(), b.q.stride(), b.k.data(), b.k.stride(), b.v.data(), b.v.stride(), c.n_q, c.n_kv, c.d_k,
-                  c.d_v, c.scale, c.causal, c.offset, c.mask ? b.mask.data() : nullptr, b.mask.stride()},
-                 want, wabs, sabs);
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < c.n_q; ++i) {
-    const Tolerance tol = attention_tolerance(c.d_k, c.n_kv, sabs[i]);
-    for (std::size_t col = 0; col < c.d_v; ++col) {
-      const double w = want[i * c.d_v + col];
-      if (!within(b.out.at(i, col), w, wabs[i * c.d_v + col], tol) && bad++ < 5)
-        ADD_FAILURE() << "out(" << i << "," << col << ") = " << b.out.at(i, col) << ", reference " << w << ", allowed ±"
-                      << tol.rel * wabs[i * c.d_v + col] + tol.abs;
-    }
-  }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_TRUE(b.out.canaries_intact());
-  EXPECT_TRUE(b.ws.canaries_intact());
-}
-
-// Through one kernel table (attention_run) or, with kernels == nullptr, through attention().
-void run_case(const ma::detail::Kernels* kernels, const Case& c, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << (kernels ? kernels->name : "attention()") << " n_q=" << c.n_q
-                                    << " n_kv=" << c.n_kv << " d_k=" << c.d_k << " d_v=" << c.d_v
-                                    << " causal=" << c.causal << " offset=" << c.offset << " mask=" << c.mask
-                                    << " pad=" << c.pad << " misalign=" << c.misalign);
-  const std::size_t ws_floats = ma::attention_workspace_floats(c.d_k, c.d_v);
-  Buffers b(c, ws_floats);
-  fill_inputs(c, b, seed);
-  const ma::AttentionOptions o = options_of(c, b);
-  if (kernels != nullptr) {
-    ASSERT_EQ(ma::detail::attention_check(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), o), ma::Status::ok);
-    ma::detail::attention_run(*kernels, b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(), o);
-  } else {
-    ASSERT_EQ(ma::attention(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(), ws_floats, o),
-              ma::Status::ok);
-  }
-  check_against_reference(c, b);
-}
+using Case = AttentionCase;
 
 class AttentionKernel : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
 
@@ -115,9 +25,10 @@ TEST_P(AttentionKernel, SweepSequenceLengthsDenseAndCausal) {
   for (std::size_t n_q : {1, 3, 4, 5, 31, 32, 33, 65, 300})
     for (std::size_t n_kv : {1, 2, 15, 16, 17, 63, 64, 65, 129, 300}) {
       const long long bottom_right = static_cast<long long>(n_kv) - static_cast<long long>(n_q);
-      run_case(GetParam(), {n_q, n_kv, 16, 24, false, 0, 0, 0.0f, (n_q + n_kv) % 3, ((n_q ^ n_kv) & 1) != 0}, seed++);
-      run_case(GetParam(), {n_q, n_kv, 16, 24, true, 0, 0, 0.0f, 1, false}, seed++);
-      run_case(GetParam(), {n_q, n_kv, 16, 24, true, bottom_right, 0, 0.0f, 0, true}, seed++);
+      run_attention_case(GetParam(), {n_q, n_kv, 16, 24, false, 0, 0, 0, (n_q + n_kv) % 3, ((n_q ^ n_kv) & 1) != 0},
+                         seed++);
+      run_attention_case(GetParam(), {n_q, n_kv, 16, 24, true, 0, 0, 0, 1, false}, seed++);
+      run_attention_case(GetParam(), {n_q, n_kv, 16, 24, true, bottom_right, 0, 0, 0, true}, seed++);
     }
 }
 
@@ -125,8 +36,8 @@ TEST_P(AttentionKernel, SweepHeadSizes) {
   std::uint32_t seed = 1000;
   for (std::size_t d_k : {1, 3, 8, 16, 64, 80, 128})
     for (std::size_t d_v : {d_k, static_cast<std::size_t>(5), d_k + 9}) {
-      run_case(GetParam(), {37, 70, d_k, d_v, false, 0, 0, 0.0f, 2, (d_k & 1) != 0}, seed++);
-      run_case(GetParam(), {70, 70, d_k, d_v, true, 0, 0, 0.0f, 0, false}, seed++);
+      run_attention_case(GetParam(), {37, 70, d_k, d_v, false, 0, 0, 0, 2, (d_k & 1) != 0}, seed++);
+      run_attention_case(GetParam(), {70, 70, d_k, d_v, true, 0, 0, 0, 0, false}, seed++);
     }
 }
 
@@ -134,10 +45,11 @@ TEST_P(AttentionKernel, MasksWithFullyHiddenRows) {
   std::uint32_t seed = 2000;
   for (std::size_t n_q : {3, 33, 45})
     for (std::size_t n_kv : {5, 64, 77}) {
-      run_case(GetParam(), {n_q, n_kv, 16, 16, false, 0, 1}, seed++);
-      run_case(GetParam(), {n_q, n_kv, 16, 16, true, 0, 1, 0.0f, 3, true}, seed++);
-      run_case(GetParam(), {n_q, n_kv, 8, 20, true, static_cast<long long>(n_kv) - static_cast<long long>(n_q), 1},
-               seed++);
+      run_attention_case(GetParam(), {n_q, n_kv, 16, 16, false, 0, 0, 1}, seed++);
+      run_attention_case(GetParam(), {n_q, n_kv, 16, 16, true, 0, 0, 1, 3, true}, seed++);
+      run_attention_case(GetParam(),
+                         {n_q, n_kv, 8, 20, true, static_cast<long long>(n_kv) - static_cast<long long>(n_q), 0, 1},
+                         seed++);
     }
 }
 
@@ -146,25 +58,23 @@ TEST_P(AttentionKernel, CausalOffsetsAtAndBeyondTheEdges) {
   for (long long off : {-1000000LL, -70LL, -40LL, -1LL, 1LL, 5LL, 63LL, 1000000LL,
                         static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::max()),
                         static_cast<long long>(std::numeric_limits<std::ptrdiff_t>::min())})
-    run_case(GetParam(), {40, 70, 16, 16, true, off}, seed++);
+    run_attention_case(GetParam(), {40, 70, 16, 16, true, off}, seed++);
 }
 
 TEST_P(AttentionKernel, ExplicitScaleAndLargeScoresDoNotOverflow) {
-  run_case(GetParam(), {33, 65, 16, 16, false, 0, 0, 0.37f}, 4000);
-  run_case(GetParam(), {33, 65, 16, 16, false, 0, 0, 0.0f, 0, false, 30.0f}, 4001);    // scores up to ~1e4
-  run_case(GetParam(), {33, 65, 16, 16, true, 0, 0, 1000.0f, 0, false, 10.0f}, 4002);  // one key dominates
+  run_attention_case(GetParam(), {33, 65, 16, 16, false, 0, 0, 0, 0, false, 0.37f}, 4000);
+  run_attention_case(GetParam(), {33, 65, 16, 16, false, 0, 0, 0, 0, false, 0.0f, 30.0f}, 4001);    // scores up to ~1e4
+  run_attention_case(GetParam(), {33, 65, 16, 16, true, 0, 0, 0, 0, false, 1000.0f, 10.0f}, 4002);  // one key dominates
 }
 
 TEST_P(AttentionKernel, NonFiniteQueryOrKeyStaysInItsRows) {
   // A NaN in query row i makes output row i NaN and no other; a NaN in key j makes exactly the rows that
   // see j NaN (causal: rows i >= j).
-  Case c{40, 50, 16, 16, true, 0};
-  Buffers b(c, ma::attention_workspace_floats(16, 16));
-  fill_inputs(c, b, 5000);
+  const Case c{40, 50, 16, 16, true, 0};
+  AttentionProblem b(c, 5000);
   b.q.at(7, 3) = std::numeric_limits<float>::quiet_NaN();
   b.k.at(20, 5) = std::numeric_limits<float>::quiet_NaN();
-  const ma::AttentionOptions o = options_of(c, b);
-  ma::detail::attention_run(*GetParam(), b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(), o);
+  ASSERT_TRUE(b.run(GetParam()));
   for (std::size_t i = 0; i < c.n_q; ++i) {
     const bool should_be_nan = i == 7 || i >= 20;
     for (std::size_t col = 0; col < c.d_v; ++col)
@@ -178,8 +88,8 @@ INSTANTIATE_TEST_SUITE_P(EveryArch, AttentionKernel, ::testing::ValuesIn(all_ker
 TEST(Attention, EntryPointStridedAndMisaligned) {
   std::uint32_t seed = 6000;
   for (bool causal : {false, true}) {
-    run_case(nullptr, {47, 90, 32, 40, causal, 0, 0, 0.0f, 7, true}, seed++);
-    run_case(nullptr, {5, 300, 64, 64, causal, 295, 1, 0.0f, 1, false}, seed++);
+    run_attention_case(nullptr, {47, 90, 32, 40, causal, 0, 0, 0, 7, true}, seed++);
+    run_attention_case(nullptr, {5, 300, 64, 64, causal, 295, 0, 1, 1, false}, seed++);
   }
 }
 
@@ -203,11 +113,7 @@ TEST(Attention, HeadsOfAPackedMatrixWithoutCopies) {
     ref::attention(
         {q.data, q.stride, k.data, k.stride, v.data, v.stride, seq, seq, hd, hd, 0.0, o.causal, 0, nullptr, 0}, want,
         wabs, sabs);
-    for (std::size_t i = 0; i < seq; ++i)
-      for (std::size_t c = 0; c < hd; ++c)
-        EXPECT_TRUE(
-            within(out.at(i, h * hd + c), want[i * hd + c], wabs[i * hd + c], attention_tolerance(hd, seq, sabs[i])))
-            << "head " << h << " (" << i << "," << c << ")";
+    EXPECT_TRUE(attention_near(out.data() + h * hd, out.stride(), seq, hd, hd, seq, want, wabs, sabs)) << "head " << h;
   }
   EXPECT_TRUE(out.canaries_intact());
 }
@@ -215,16 +121,14 @@ TEST(Attention, HeadsOfAPackedMatrixWithoutCopies) {
 TEST(Attention, SeedExample) {
   // Self-attention of the tutorial's X with itself (Q = K = V = X): softmax(X·Xᵀ/√2)·X.
   const float x[] = {0.1f, 0.5f, 0.3f, 0.4f, 0.8f, 0.0f};
-  const Case c{3, 3, 2, 2};
   Guarded out(3, 2);
   std::vector<float> ws(ma::attention_workspace_floats(2, 2));
   const auto xv = ma::make_view(x, 3, 2);
   ASSERT_EQ(ma::attention(xv, xv, xv, out.view(), ws.data(), ws.size()), ma::Status::ok);
   std::vector<double> want, wabs, sabs;
   ref::attention({x, 2, x, 2, x, 2, 3, 3, 2, 2, 0.0, false, 0, nullptr, 0}, want, wabs, sabs);
-  for (std::size_t i = 0; i < 6; ++i)
-    EXPECT_TRUE(within(out.at(i / 2, i % 2), want[i], wabs[i], attention_tolerance(2, 3, sabs[i / 2])));
-  (void)c;
+  EXPECT_TRUE(attention_near(out.data(), out.stride(), 3, 2, 2, 3, want, wabs, sabs));
+  EXPECT_TRUE(out.canaries_intact());
 }
 
 TEST(Attention, WorkspaceExactlyTheFormulaWorksOneLessFails) {
@@ -235,8 +139,7 @@ TEST(Attention, WorkspaceExactlyTheFormulaWorksOneLessFails) {
       Case c{45, 70, d_k, d_v};
       for (bool misalign : {false, true}) {
         c.misalign = misalign;
-        Buffers b(c, need);
-        fill_inputs(c, b, 8000);
+        AttentionProblem b(c, 8000, need);
         const auto before = b.out.snapshot();
         const auto ws_before = b.ws.snapshot();
         EXPECT_EQ(ma::attention(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(), need - 1),
@@ -245,7 +148,7 @@ TEST(Attention, WorkspaceExactlyTheFormulaWorksOneLessFails) {
         EXPECT_EQ(b.ws.snapshot(), ws_before);
         ASSERT_EQ(ma::attention(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(), need),
                   ma::Status::ok);
-        check_against_reference(c, b);  // includes: nothing written past the workspace's `need` floats
+        b.check();  // includes: nothing written past the workspace's `need` floats
       }
     }
 }
@@ -255,18 +158,16 @@ TEST(Attention, WorkspaceDoesNotDependOnSequenceLength) {
   const std::size_t need = ma::attention_workspace_floats(32, 32);
   for (std::size_t n : {1, 1000}) {
     Case c{n, n, 32, 32, true};
-    Buffers b(c, need);
-    fill_inputs(c, b, 9000);
-    ASSERT_EQ(ma::attention(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(), need, options_of(c, b)),
-              ma::Status::ok);
-    check_against_reference(c, b);
+    AttentionProblem b(c, 9000, need);
+    ASSERT_TRUE(b.run(nullptr));
+    b.check();
   }
 }
 
 TEST(Attention, DecodingOneQueryAgainstACache) {
   // n_q = 1 with offset n_kv − 1: the newest token sees the whole cache (PyTorch's bottom-right causal).
   for (std::size_t n_kv : {1, 17, 64, 65, 200})
-    run_case(nullptr, {1, n_kv, 64, 64, true, static_cast<long long>(n_kv) - 1}, 11000 + n_kv);
+    run_attention_case(nullptr, {1, n_kv, 64, 64, true, static_cast<long long>(n_kv) - 1}, 11000 + n_kv);
 }
 
 }  // namespace
@@ -282,15 +183,10 @@ TEST(AttentionAccuracy, BoundForUnitRangeInputs) {
   for (std::size_t d : {16, 64, 128})
     for (std::size_t n : {16, 64, 256, 1024}) {
       Case c{std::min<std::size_t>(n, 64), n, d, d};
-      Buffers b(c, ma::attention_workspace_floats(d, d));
-      fill_inputs(c, b, static_cast<std::uint32_t>(n * 131 + d));
-      ASSERT_EQ(ma::attention(b.q.cview(), b.k.cview(), b.v.cview(), b.out.view(), b.ws.data(),
-                              ma::attention_workspace_floats(d, d)),
-                ma::Status::ok);
+      AttentionProblem b(c, static_cast<std::uint32_t>(n * 131 + d));
+      ASSERT_TRUE(b.run(nullptr));
       std::vector<double> want, wabs, sabs;
-      ref::attention({b.q.data(), b.q.stride(), b.k.data(), b.k.stride(), b.v.data(), b.v.stride(), c.n_q, n, d, d, 0.0,
-                      false, 0, nullptr, 0},
-                     want, wabs, sabs);
+      b.reference(want, wabs, sabs);
       double worst = 0.0;
       for (std::size_t i = 0; i < c.n_q; ++i)
         for (std::size_t col = 0; col < d; ++col) {

@@ -10,9 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "attention_run.hpp"
-#include "reference.hpp"
-#include "test_support.hpp"
+#include "attention_harness.hpp"
 
 namespace ma = microattn;
 using namespace testing_support;
@@ -22,100 +20,11 @@ namespace {
 constexpr float inf = std::numeric_limits<float>::infinity();
 const float nan_value = std::numeric_limits<float>::quiet_NaN();
 
-// Visibility of key j to query i from the definitions (README "Attention", AttentionOptions::window), in an integer
-// wide enough for any offset and window. The reference gets it as −inf mask entries.
-#if defined(__SIZEOF_INT128__)
-__extension__ typedef __int128 wide;
-#else
-typedef long long wide;
-#endif
-bool visible(std::size_t i, std::size_t j, bool causal, long long offset, std::size_t window) {
-  const wide centre = static_cast<wide>(i) + offset, jj = static_cast<wide>(j), w = static_cast<wide>(window);
-  if (causal) return jj <= centre && (window == 0 || jj > centre - w);
-  if (window == 0) return true;
-  return (jj > centre ? jj - centre : centre - jj) < w;
-}
-
-struct Case {
-  std::size_t n_q, n_kv, d_k, d_v;
-  bool causal = false;
-  long long offset = 0;
-  std::size_t window = 0;
-  bool mask = false;  // random finite / −inf entries, every 5th row fully hidden
-  std::size_t pad = 0;
-  bool misalign = false;
-};
-
-struct Problem {
-  Case c;
-  Guarded q, k, v, mask, out, ws;
-  explicit Problem(const Case& cs, std::uint32_t seed)
-      : c(cs),
-        q(cs.n_q, cs.d_k, cs.d_k + cs.pad, cs.misalign),
-        k(cs.n_kv, cs.d_k, cs.d_k + 2 * cs.pad, !cs.misalign),
-        v(cs.n_kv, cs.d_v, cs.d_v + cs.pad, cs.misalign),
-        mask(cs.n_q, cs.n_kv, 0, cs.misalign),
-        out(cs.n_q, cs.d_v, cs.d_v + cs.pad, !cs.misalign),
-        ws(1, ma::attention_workspace_floats(cs.d_k, cs.d_v), 0, cs.misalign) {
-    Uniform u(seed);
-    q.fill(u);
-    k.fill(u);
-    v.fill(u);
-    std::mt19937 rng(seed + 7);
-    for (std::size_t i = 0; i < c.n_q; ++i)
-      for (std::size_t j = 0; j < c.n_kv; ++j)
-        mask.at(i, j) = !c.mask                        ? 0.0f
-                        : i % 5 == 2 || rng() % 4 == 0 ? -inf
-                                                       : static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
-    out.fill_value(777.0f);
-    ws.fill_value(555.0f);
-  }
-  ma::AttentionOptions options() const {
-    ma::AttentionOptions o;
-    o.causal = c.causal;
-    o.causal_offset = static_cast<std::ptrdiff_t>(c.offset);
-    o.window = c.window;
-    if (c.mask) o.mask = mask.cview();
-    return o;
-  }
-  void run(const ma::detail::Kernels& kern) {
-    ma::detail::attention_run(kern, q.cview(), k.cview(), v.cview(), out.view(), ws.data(), options());
-  }
-  // The reference with causal rule and window folded into the mask (its own causal rule unused).
-  void reference(std::vector<double>& want, std::vector<double>& wabs, std::vector<double>& sabs) const {
-    std::vector<float> m(c.n_q * c.n_kv);
-    for (std::size_t i = 0; i < c.n_q; ++i)
-      for (std::size_t j = 0; j < c.n_kv; ++j)
-        m[i * c.n_kv + j] = visible(i, j, c.causal, c.offset, c.window) ? mask.at(i, j) : -inf;
-    ref::attention({q.data(), q.stride(), k.data(), k.stride(), v.data(), v.stride(), c.n_q, c.n_kv, c.d_k, c.d_v, 0.0,
-                    false, 0, m.data(), c.n_kv},
-                   want, wabs, sabs);
-  }
-  void check() const {
-    std::vector<double> want, wabs, sabs;
-    reference(want, wabs, sabs);
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < c.n_q; ++i)
-      for (std::size_t col = 0; col < c.d_v; ++col)
-        if (!within(out.at(i, col), want[i * c.d_v + col], wabs[i * c.d_v + col],
-                    attention_tolerance(c.d_k, c.n_kv, sabs[i])) &&
-            bad++ < 5)
-          ADD_FAILURE() << "out(" << i << "," << col << ") = " << out.at(i, col) << ", reference "
-                        << want[i * c.d_v + col];
-    EXPECT_EQ(bad, 0u);
-    EXPECT_TRUE(out.canaries_intact());
-    EXPECT_TRUE(ws.canaries_intact());
-  }
-};
+using Case = AttentionCase;
+using Problem = AttentionProblem;
 
 void run_case(const ma::detail::Kernels& kern, const Case& c, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << kern.name << " n_q=" << c.n_q << " n_kv=" << c.n_kv << " d_k=" << c.d_k
-                                    << " d_v=" << c.d_v << " causal=" << c.causal << " offset=" << c.offset
-                                    << " window=" << c.window << " mask=" << c.mask << " pad=" << c.pad
-                                    << " misalign=" << c.misalign);
-  Problem p(c, seed);
-  p.run(kern);
-  p.check();
+  run_attention_case(&kern, c, seed);
 }
 
 // n_q = 1 … 8 and the table's threshold ± 1 (the last goes through the query-tile path: both sides of the edge).
@@ -204,19 +113,14 @@ TEST_P(FewQueries, GroupedQueryHeadsInOnePass) {
             {q.data(), n_q, d, q.stride()}, d, {out.data(), n_q, d, out.stride()}, d, heads};
         ma::detail::attention_run_heads(kern, qh, k.cview(), v.cview(), ws.data(), o);
         for (std::size_t h = 0; h < heads; ++h) {
-          std::vector<float> m(n_q * n_kv);
-          for (std::size_t i = 0; i < n_q; ++i)
-            for (std::size_t j = 0; j < n_kv; ++j)
-              m[i * n_kv + j] = visible(i, j, causal, o.causal_offset, o.window) ? 0.0f : -inf;
+          ref::AttentionCase rc{
+              q.data() + h * d, q.stride(),      k.data(), k.stride(), v.data(), v.stride(), n_q, n_kv, d, d, 0.0,
+              causal,           o.causal_offset, nullptr,  0};
+          rc.window = o.window;
           std::vector<double> want, wabs, sabs;
-          ref::attention({q.data() + h * d, q.stride(), k.data(), k.stride(), v.data(), v.stride(), n_q, n_kv, d, d,
-                          0.0, false, 0, m.data(), n_kv},
-                         want, wabs, sabs);
-          for (std::size_t i = 0; i < n_q; ++i)
-            for (std::size_t c = 0; c < d; ++c)
-              ASSERT_TRUE(
-                  within(out.at(i, h * d + c), want[i * d + c], wabs[i * d + c], attention_tolerance(d, n_kv, sabs[i])))
-                  << "head " << h << " (" << i << "," << c << ")";
+          ref::attention(rc, want, wabs, sabs);
+          ASSERT_TRUE(attention_near(out.data() + h * d, out.stride(), n_q, d, d, n_kv, want, wabs, sabs))
+              << "head " << h;
         }
         EXPECT_TRUE(out.canaries_intact());
         EXPECT_TRUE(ws.canaries_intact());
@@ -226,10 +130,10 @@ TEST_P(FewQueries, GroupedQueryHeadsInOnePass) {
 TEST_P(FewQueries, RepeatsAreBitIdentical) {
   for (std::size_t n_q : {1, 3, 8}) {
     Problem p({n_q, 300, 64, 64, true, 297, 100, true, 1, true}, 400);
-    p.run(*GetParam());
+    ASSERT_TRUE(p.run(GetParam()));
     const auto first = p.out.snapshot();
     p.out.fill_value(1.0f);
-    p.run(*GetParam());
+    ASSERT_TRUE(p.run(GetParam()));
     EXPECT_EQ(p.out.snapshot(), first) << n_q;
   }
 }
@@ -246,11 +150,11 @@ TEST_P(FewQueries, NanInAValueRowReachesOnlyTheQueriesThatSeeIt) {
       dirty.v.at(j, 5) = where == 1 ? inf : nan_value;
       if (where == 1) dirty.v.at(j, 6) = -inf;
       dirty.k.at(j, 2) = where == 2 ? nan_value : dirty.k.at(j, 2);
-      clean.run(*GetParam());
-      dirty.run(*GetParam());
+      ASSERT_TRUE(clean.run(GetParam()));
+      ASSERT_TRUE(dirty.run(GetParam()));
       for (std::size_t i = 0; i < c.n_q; ++i) {
         SCOPED_TRACE(::testing::Message() << "where=" << where << " j=" << j << " row " << i);
-        const bool sees = visible(i, j, c.causal, c.offset, c.window) && clean.mask.at(i, j) != -inf;
+        const bool sees = ref::visible(i, j, c.causal, c.offset, c.window) && clean.mask.at(i, j) != -inf;
         for (std::size_t col = 0; col < c.d_v; ++col) {
           if (sees) {
             if (col == 5 || where == 2) {
@@ -273,7 +177,7 @@ TEST_P(FewQueries, NonFiniteQueryOrMaskStaysInItsRow) {
     for (std::size_t j = 0; j < c.n_kv; ++j) p.mask.at(2, j) = j == 7 ? 0.0f : -inf;  // row 2 sees key 7 only
     p.q.at(1, 3) = nan_value;
     p.mask.at(4, 7) = bad;
-    p.run(*GetParam());
+    ASSERT_TRUE(p.run(GetParam()));
     for (std::size_t i = 0; i < c.n_q; ++i)
       for (std::size_t col = 0; col < c.d_v; ++col) {
         if (i == 1 || i == 4) {
@@ -291,7 +195,7 @@ TEST_P(FewQueries, QueriesThatSeeNoKeyGetZerosEvenBesideNan) {
   Problem p(c, 700);
   p.v.at(0, 0) = nan_value;
   p.k.at(1, 0) = nan_value;
-  p.run(*GetParam());
+  ASSERT_TRUE(p.run(GetParam()));
   for (std::size_t i : {0, 1})
     for (std::size_t col = 0; col < c.d_v; ++col) EXPECT_EQ(p.out.at(i, col), 0.0f) << i;
   EXPECT_TRUE(std::isnan(p.out.at(2, 0)));  // sees key 0 (NaN in v column 0)

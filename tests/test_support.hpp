@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/kernels.hpp"
+#include "kernels/linear_kernels.hpp"
 #include "microattn/microattn.hpp"
 #include "tolerance.hpp"
 
@@ -121,6 +122,13 @@ struct LayerTestWeights {
 inline std::vector<const microattn::detail::Kernels*> all_kernel_tables() {
   std::vector<const microattn::detail::Kernels*> t{&microattn::detail::scalar_kernels()};
   if (microattn::detail::simd_kernels() != nullptr) t.push_back(microattn::detail::simd_kernels());
+  return t;
+}
+// linear()'s tables: the scalar one always, the x86 and NEON ones when the build has them.
+inline std::vector<const microattn::detail::LinearKernels*> all_linear_kernel_tables() {
+  std::vector<const microattn::detail::LinearKernels*> t{&microattn::detail::scalar_linear_kernels()};
+  if (microattn::detail::x86_linear_kernels() != nullptr) t.push_back(microattn::detail::x86_linear_kernels());
+  if (microattn::detail::neon_linear_kernels() != nullptr) t.push_back(microattn::detail::neon_linear_kernels());
   return t;
 }
 inline std::string kernel_table_name(const ::testing::TestParamInfo<const microattn::detail::Kernels*>& info) {

@@ -9,70 +9,17 @@
 #include <limits>
 #include <vector>
 
-#include "attention_run.hpp"
-#include "reference.hpp"
-#include "test_support.hpp"
+#include "attention_harness.hpp"
 
 namespace ma = microattn;
 using namespace testing_support;
 
 namespace {
 
-struct WindowCase {
-  std::size_t n_q, n_kv, d;
-  bool causal;
-  long long offset;
-  std::size_t window;
-  bool mask = false;
-};
-
-// Runs one case through a kernel table (attention_run) or, with kernels == nullptr, through attention().
-void run_window_case(const ma::detail::Kernels* kernels, const WindowCase& c, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << (kernels ? kernels->name : "attention()") << " n_q=" << c.n_q
-                                    << " n_kv=" << c.n_kv << " d=" << c.d << " causal=" << c.causal
-                                    << " offset=" << c.offset << " window=" << c.window << " mask=" << c.mask);
-  Guarded q(c.n_q, c.d, c.d + 1, true), k(c.n_kv, c.d), v(c.n_kv, c.d, c.d + 3), out(c.n_q, c.d, c.d + 2);
-  Guarded mask(c.mask ? c.n_q : 1, c.mask ? c.n_kv : 1);
-  const std::size_t ws_floats = ma::attention_workspace_floats(c.d, c.d);
-  Guarded ws(1, ws_floats);
-  Uniform u(seed);
-  q.fill(u);
-  k.fill(u);
-  v.fill(u);
-  out.fill_value(777.0f);
-  if (c.mask) {
-    std::mt19937 rng(seed);
-    for (std::size_t i = 0; i < c.n_q; ++i)
-      for (std::size_t j = 0; j < c.n_kv; ++j)
-        mask.at(i, j) =
-            rng() % 4 == 0 ? -std::numeric_limits<float>::infinity() : static_cast<float>(rng() % 100) / 50.0f;
-  }
-  ma::AttentionOptions o;
-  o.causal = c.causal;
-  o.causal_offset = static_cast<std::ptrdiff_t>(c.offset);
-  o.window = c.window;
-  if (c.mask) o.mask = mask.cview();
-  if (kernels != nullptr) {
-    ma::detail::attention_run(*kernels, q.cview(), k.cview(), v.cview(), out.view(), ws.data(), o);
-  } else {
-    ASSERT_EQ(ma::attention(q.cview(), k.cview(), v.cview(), out.view(), ws.data(), ws_floats, o), ma::Status::ok);
-  }
-  ref::AttentionCase rc{
-      q.data(),     q.stride(), k.data(), k.stride(), v.data(), v.stride(), c.n_q,
-      c.n_kv,       c.d,        c.d,      0.0,        c.causal, c.offset,   c.mask ? mask.data() : nullptr,
-      mask.stride()};
-  rc.window = c.window;
-  std::vector<double> want, wabs, sabs;
-  ref::attention(rc, want, wabs, sabs);
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < c.n_q; ++i) {
-    const Tolerance tol = attention_tolerance(c.d, c.n_kv, sabs[i]);
-    for (std::size_t col = 0; col < c.d; ++col)
-      if (!within(out.at(i, col), want[i * c.d + col], wabs[i * c.d + col], tol) && bad++ < 5)
-        ADD_FAILURE() << "out(" << i << "," << col << ") = " << out.at(i, col) << ", reference " << want[i * c.d + col];
-  }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_TRUE(out.canaries_intact());
+// Window cases: one head size for q, k and v, padded rows, q and v misaligned.
+AttentionCase window_case(std::size_t n_q, std::size_t n_kv, std::size_t d, bool causal, long long offset,
+                          std::size_t window, bool mask = false) {
+  return {n_q, n_kv, d, d, causal, offset, window, mask ? 1 : 0, 1, true};
 }
 
 class WindowKernel : public ::testing::TestWithParam<const ma::detail::Kernels*> {};
@@ -81,8 +28,8 @@ TEST_P(WindowKernel, CausalSlidingWindowSweep) {
   std::uint32_t seed = 1;
   for (std::size_t n : {1, 5, 31, 33, 70, 200})
     for (std::size_t window : {1, 2, 3, 16, 17, 40, 64, 65, 199, 200, 1000}) {
-      run_window_case(GetParam(), {n, n, 16, true, 0, window}, seed++);        // top-left, as a full forward
-      run_window_case(GetParam(), {n, n + 37, 16, true, 37, window}, seed++);  // bottom-right: decoding
+      run_attention_case(GetParam(), window_case(n, n, 16, true, 0, window), seed++);  // top-left, as a full forward
+      run_attention_case(GetParam(), window_case(n, n + 37, 16, true, 37, window), seed++);  // bottom-right: decoding
     }
 }
 
@@ -91,7 +38,8 @@ TEST_P(WindowKernel, LocalAttentionSweep) {
   for (std::size_t n_q : {1, 4, 33, 70})
     for (std::size_t n_kv : {1, 17, 64, 130})
       for (std::size_t window : {1, 3, 16, 65, 500})
-        run_window_case(GetParam(), {n_q, n_kv, 8, false, static_cast<long long>(n_kv / 3), window}, seed++);
+        run_attention_case(GetParam(), window_case(n_q, n_kv, 8, false, static_cast<long long>(n_kv / 3), window),
+                           seed++);
 }
 
 TEST_P(WindowKernel, OffsetsMovingTheWindowOverAndBeyondTheKeys) {
@@ -100,23 +48,23 @@ TEST_P(WindowKernel, OffsetsMovingTheWindowOverAndBeyondTheKeys) {
   constexpr long long pmin = std::numeric_limits<std::ptrdiff_t>::min();
   for (long long off : {pmin, -1000LL, -75LL, -40LL, -3LL, 5LL, 60LL, 69LL, 70LL, 90LL, 1000LL, pmax})
     for (std::size_t window : {1, 7, 50}) {
-      run_window_case(GetParam(), {40, 70, 16, true, off, window}, seed++);
-      run_window_case(GetParam(), {40, 70, 16, false, off, window}, seed++);
+      run_attention_case(GetParam(), window_case(40, 70, 16, true, off, window), seed++);
+      run_attention_case(GetParam(), window_case(40, 70, 16, false, off, window), seed++);
     }
   // Windows so large that with a huge offset they still reach back into the keys (no overflow anywhere).
   const std::size_t huge = static_cast<std::size_t>(pmax);
   for (std::size_t window : {huge - 10, huge, huge + 1, huge + 20, std::numeric_limits<std::size_t>::max()})
     for (long long off : {pmax, pmax - 30, pmin, pmin + 5}) {
-      run_window_case(GetParam(), {40, 70, 8, true, off, window}, seed++);
-      run_window_case(GetParam(), {40, 70, 8, false, off, window}, seed++);
+      run_attention_case(GetParam(), window_case(40, 70, 8, true, off, window), seed++);
+      run_attention_case(GetParam(), window_case(40, 70, 8, false, off, window), seed++);
     }
 }
 
 TEST_P(WindowKernel, WithMasks) {
   std::uint32_t seed = 300;
   for (std::size_t window : {1, 9, 33}) {
-    run_window_case(GetParam(), {45, 80, 16, true, 35, window, true}, seed++);
-    run_window_case(GetParam(), {45, 80, 16, false, 20, window, true}, seed++);
+    run_attention_case(GetParam(), window_case(45, 80, 16, true, 35, window, true), seed++);
+    run_attention_case(GetParam(), window_case(45, 80, 16, false, 20, window, true), seed++);
   }
 }
 
@@ -126,8 +74,8 @@ TEST(Window, EntryPointHeadSizes) {
   std::uint32_t seed = 400;
   for (std::size_t d : {1, 24, 64, 80})
     for (std::size_t window : {4, 40}) {
-      run_window_case(nullptr, {50, 300, d, true, 250, window}, seed++);
-      run_window_case(nullptr, {64, 64, d, false, 0, window}, seed++);
+      run_attention_case(nullptr, window_case(50, 300, d, true, 250, window), seed++);
+      run_attention_case(nullptr, window_case(64, 64, d, false, 0, window), seed++);
     }
 }
 

@@ -109,11 +109,28 @@ constexpr bool layer_bytes_fit(std::size_t max_seq, std::size_t model_dim, std::
   return kv <= max_floats && tiles <= max_floats - kv && ws <= max_floats - kv - tiles;
 }
 
+// A K/V cache stored in f16 or q8 (layers.cpp, layer_run_cache): K and V of max_seq rows of kv_heads·head_dim
+// elements each (int8 or binary16 bits), and for q8 one float scale per row and K/V head (row-major, kv_heads
+// a row). The layer's scratch is then layer_scratch_floats(model_dim, heads, format).
+struct LayerCache {
+  Format format;
+  void* k;
+  void* v;
+  float* k_scales;
+  float* v_scales;
+};
+
 enum class LayerOp { forward, append, attend };
 // The one implementation of forward (self-attention: `query` and `context` the same view; refills the cache from
 // `context`), append (query == context == x) and attend (context unused: pass the query).
 Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
                  MatrixView<float> y, const AttentionOptions& options) noexcept;
+// The same over an f16 or q8 cache (layer.k and layer.v unused): its own function, so that a firmware whose
+// layers all keep an f32 cache links none of the conversion code.
+Status layer_run_cache(const LayerParts& layer, const LayerCache& cache, LayerOp op, MatrixView<const float> query,
+                       MatrixView<const float> context, MatrixView<float> y, const AttentionOptions& options) noexcept;
+
+constexpr bool cache_format_ok(Format f) noexcept { return f == Format::f32 || f == Format::f16 || f == Format::q8; }
 
 }  // namespace detail
 
@@ -128,6 +145,28 @@ constexpr std::size_t layer_scratch_floats(std::size_t model_dim, std::size_t he
 constexpr std::size_t layer_cache_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                          std::size_t kv_heads) noexcept {
   return 2 * max_seq * (kv_heads * (model_dim / heads));
+}
+// The scratch of a layer whose cache has format `cache`. An f16 or q8 cache converts key blocks of K and V to float
+// in the attention workspace (its score rows shrink to make room) and adds a quarter key block of K and V to it,
+// 2·ceil(attention_block_kv / 4)·head_dim floats: constant in max_seq. An invalid format: 0.
+constexpr std::size_t layer_cache_block_floats(std::size_t head_dim) noexcept {
+  return 2 * ((attention_block_kv + 3) / 4) * head_dim;
+}
+constexpr std::size_t layer_scratch_floats(std::size_t model_dim, std::size_t heads, Format cache) noexcept {
+  return !detail::cache_format_ok(cache) ? 0
+         : cache == Format::f32          ? layer_scratch_floats(model_dim, heads)
+                                : layer_scratch_floats(model_dim, heads) + layer_cache_block_floats(model_dim / heads);
+}
+// Bytes of a layer's K/V cache in format `cache` (e = 2·max_seq·kv_heads·head_dim elements):
+//   f32 4·e,  f16 2·e (binary16),  q8 e + 4·2·max_seq·kv_heads (int8 and one float scale per row and K/V head).
+// An invalid format: 0. Sizes that passed the template's checks (layer_bytes_fit) do not overflow.
+constexpr std::size_t layer_cache_bytes(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
+                                        std::size_t kv_heads, Format cache) noexcept {
+  return cache == Format::f32   ? 4 * layer_cache_floats(max_seq, model_dim, heads, kv_heads)
+         : cache == Format::f16 ? 2 * layer_cache_floats(max_seq, model_dim, heads, kv_heads)
+         : cache == Format::q8
+             ? layer_cache_floats(max_seq, model_dim, heads, kv_heads) + sizeof(float) * 2 * max_seq * kv_heads
+             : 0;
 }
 
 // A scratch block for layers that share one (declare it static: it lands in .bss). Floats: at least
@@ -187,9 +226,22 @@ struct LayerScratch {
 // MaxSeq, the newest W − 1 rows move to the front and older ones are dropped (one move every MaxSeq − W + 1
 // tokens: make MaxSeq about 2W and it costs about one row copy per token), so an append of r rows succeeds
 // whenever W − 1 + r <= MaxSeq, position() keeps counting and memory stays fixed.
+//
+// Cache = Format::f16 or Format::q8 stores K and V in that format (RAM: cache_bytes instead of 4·cache_floats),
+// rounded once when a row is stored; attention then runs over the stored values, with the fp32 bound of those
+// values (README "Numerical contract"), converting one key block at a time into the scratch (which grows by
+// layer_cache_block_floats(HeadDim) floats, whatever MaxSeq):
+//   f16  each element rounded to the nearest binary16, ties to even; |x| >= 65520 becomes ±inf (IEEE overflow,
+//        as F16C and ARM's converters do: never a silently finite value), 65504 < |x| < 65520 becomes ±65504;
+//        subnormals kept; NaN stays NaN.
+//   q8   per stored row and K/V head (head_dim values): s = max|x| / 127 (a float division),
+//        q = round-half-away-from-zero(x / s) clamped to ±127 (runq.c's rule), stored value fl(s·q). A row of
+//        zeros gets s = 0. A row holding NaN or ±inf gets s = NaN and reads back NaN in every element: attention
+//        through it gives NaN where fp32 would give NaN or inf, never a finite result.
 template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads,
-          bool OwnsScratch = true>
+          bool OwnsScratch = true, Format Cache = Format::f32>
 class MultiHeadAttention {
+  static_assert(detail::cache_format_ok(Cache), "Cache must be Format::f32, Format::f16 or Format::q8");
   static_assert(MaxSeq > 0, "MaxSeq must be at least 1");
   static_assert(ModelDim > 0, "ModelDim must be at least 1");
   static_assert(Heads > 0, "Heads must be at least 1");
@@ -209,9 +261,14 @@ class MultiHeadAttention {
   using Weights = LayerWeights;
   static constexpr std::size_t HeadDim = ModelDim / Heads;
   static constexpr std::size_t max_seq = MaxSeq;
-  static constexpr std::size_t cache_floats = layer_cache_floats(MaxSeq, ModelDim, Heads, KvHeads);
-  static constexpr std::size_t scratch_floats = layer_scratch_floats(ModelDim, Heads);
-  static constexpr std::size_t buffer_floats = cache_floats + (OwnsScratch ? scratch_floats : 0);
+  static constexpr Format cache_format = Cache;
+  static constexpr std::size_t cache_floats = layer_cache_floats(MaxSeq, ModelDim, Heads, KvHeads);  // elements
+  static constexpr std::size_t cache_bytes = layer_cache_bytes(MaxSeq, ModelDim, Heads, KvHeads, Cache);
+  static constexpr std::size_t scratch_floats = layer_scratch_floats(ModelDim, Heads, Cache);
+  // f16/q8: the buffer holds the scratch (when owned), the q8 scales, then K and V (cache_bytes in all).
+  static constexpr std::size_t buffer_floats =
+      (Cache == Format::f32 ? cache_floats : (cache_bytes + sizeof(float) - 1) / sizeof(float)) +
+      (OwnsScratch ? scratch_floats : 0);
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
   // Not constexpr on purpose: a static layer is then zero-initialised (.bss) and only the weight pointers
@@ -225,7 +282,9 @@ class MultiHeadAttention {
   MultiHeadAttention(const Weights& weights, LayerScratch<Floats>& scratch, const LayerConfig& config = {}) noexcept
       : weights_(weights), reader_(&detail::layer_weights_f32), config_(config), state_{0, 0}, scratch_(scratch.data) {
     static_assert(!OwnsScratch, "a MultiHeadAttention owns its scratch: use MultiHeadAttentionSharedScratch");
-    static_assert(Floats >= scratch_floats, "LayerScratch too small: use layer_scratch_floats(ModelDim, Heads)");
+    static_assert(
+        Floats >= scratch_floats,
+        "LayerScratch too small: use layer_scratch_floats(ModelDim, Heads) (with the cache format for f16/q8)");
   }
   // Weights in any formats (LayerWeightMatrices: the matrices and their data borrowed, the struct copied):
   //   q: (Heads·HeadDim) × ModelDim   k, v: (KvHeads·HeadDim) × ModelDim   out: ModelDim × ModelDim, or
@@ -252,7 +311,9 @@ class MultiHeadAttention {
         state_{0, 0},
         scratch_(scratch.data) {
     static_assert(!OwnsScratch, "a MultiHeadAttention owns its scratch: use MultiHeadAttentionSharedScratch");
-    static_assert(Floats >= scratch_floats, "LayerScratch too small: use layer_scratch_floats(ModelDim, Heads)");
+    static_assert(
+        Floats >= scratch_floats,
+        "LayerScratch too small: use layer_scratch_floats(ModelDim, Heads) (with the cache format for f16/q8)");
   }
 
   // Self-attention over x (rows ≤ MaxSeq, cols == ModelDim). y (x.rows × ModelDim) may be the same memory
@@ -262,14 +323,14 @@ class MultiHeadAttention {
   // mask pointer that is not 4-byte aligned. Nothing is written to y, and the cache is unchanged, on error.
   // Stack: entry_point_stack_bytes. Afterwards the cache holds x's K/V: cached() == position() == x.rows.
   Status forward(MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
-    return detail::layer_run(parts(), detail::LayerOp::forward, x, x, y, options);
+    return run(detail::LayerOp::forward, x, x, y, options);
   }
   // Cross-attention: queries from `query`, keys and values from `context` (rows ≤ MaxSeq each). y
   // (query.rows × ModelDim) may be exactly `query` or exactly `context` (in place). The cache then holds the
   // context's K/V.
   Status forward(MatrixView<const float> query, MatrixView<const float> context, MatrixView<float> y,
                  const AttentionOptions& options = {}) noexcept {
-    return detail::layer_run(parts(), detail::LayerOp::forward, query, context, y, options);
+    return run(detail::LayerOp::forward, query, context, y, options);
   }
   // x's rows are the next tokens (positions position() … position() + x.rows − 1): their K/V are stored after
   // the cached ones, and each row attends to every cached key and to the rows of x up to itself (causal,
@@ -280,13 +341,13 @@ class MultiHeadAttention {
   // options.window > config.window on a ring layer (the ring keeps only config.window − 1 rows), or for a mask
   // on a ring layer; on error nothing changes (cache, position, y).
   Status append(MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
-    return detail::layer_run(parts(), detail::LayerOp::append, x, x, y, options);
+    return run(detail::LayerOp::append, x, x, y, options);
   }
   // Queries (any number of rows; rotary positions 0 …) attend to the cached K/V (cached() keys), which stay as they
   // are. options as attention() over the cached keys (mask query.rows × cached()). An empty cache is
   // invalid_shape. y may be exactly query.
   Status attend(MatrixView<const float> query, MatrixView<float> y, const AttentionOptions& options = {}) noexcept {
-    return detail::layer_run(parts(), detail::LayerOp::attend, query, query, y, options);
+    return run(detail::LayerOp::attend, query, query, y, options);
   }
 
   std::size_t cached() const noexcept { return state_.cached; }      // rows held in the cache (<= MaxSeq)
@@ -310,6 +371,35 @@ class MultiHeadAttention {
             buffer_ + cache_floats / 2,
             OwnsScratch ? buffer_ + cache_floats : scratch_};
   }
+  // f16/q8: buffer_ = [scratch (owned)] [K scales, V scales (q8)] [K] [V].
+  static constexpr std::size_t own_scratch = Cache != Format::f32 && OwnsScratch ? scratch_floats : 0;
+  static constexpr std::size_t scale_floats = Cache == Format::q8 ? MaxSeq * KvHeads : 0;
+  static constexpr std::size_t element_bytes = Cache == Format::f16 ? 2 : 1;
+  detail::LayerParts cache_parts() noexcept {
+    return {{MaxSeq, ModelDim, Heads, KvHeads, HeadDim},
+            &weights_,
+            reader_,
+            &config_,
+            &state_,
+            nullptr,
+            nullptr,
+            OwnsScratch ? buffer_ : scratch_};
+  }
+  detail::LayerCache cache() noexcept {
+    unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);
+    return {Cache, k, k + cache_floats / 2 * element_bytes, buffer_ + own_scratch,
+            buffer_ + own_scratch + scale_floats};
+  }
+  // Forced inline, views by reference: the caller's frame then holds each view once, as when the methods called
+  // layer_run themselves.
+  __attribute__((always_inline)) Status run(detail::LayerOp op, const MatrixView<const float>& query,
+                                            const MatrixView<const float>& context, const MatrixView<float>& y,
+                                            const AttentionOptions& options) noexcept {
+    if constexpr (Cache == Format::f32)
+      return detail::layer_run(parts(), op, query, context, y, options);
+    else
+      return detail::layer_run_cache(cache_parts(), cache(), op, query, context, y, options);
+  }
 
   detail::LayerWeightStore weights_;
   const detail::LayerWeightReader* reader_;
@@ -319,8 +409,9 @@ class MultiHeadAttention {
   float buffer_[buffer_floats];  // deliberately not initialised: every call writes before it reads
 };
 
-template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads>
-using MultiHeadAttentionSharedScratch = MultiHeadAttention<MaxSeq, ModelDim, Heads, KvHeads, false>;
+template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads = 1, std::size_t KvHeads = Heads,
+          Format Cache = Format::f32>
+using MultiHeadAttentionSharedScratch = MultiHeadAttention<MaxSeq, ModelDim, Heads, KvHeads, false, Cache>;
 
 template <std::size_t MaxSeq, std::size_t ModelDim>
 using SelfAttention = MultiHeadAttention<MaxSeq, ModelDim, 1>;

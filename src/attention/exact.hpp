@@ -91,18 +91,21 @@ float exact_score(const float* q, bool q_finite, int q_exp, const float* kj, std
 //  - t_j = score_j + mask_ij (saturated at ±FLT_MAX when both are finite); any NaN or +inf t_j: the row is NaN;
 //  - p_j = e^(t_j − max t), out = Σ p_j·v_j / Σ p_j; no key with t_j > −inf: zeros;
 //  - then every column c in which a visible key has a NaN or ±inf v_jc is NaN, whatever p_j (even 0).
-// scratch: 2·d_v floats.
-inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixView<const float>& k,
-                                const MatrixView<const float>& v, const float* mask_row, KeyRange keys,
-                                const ExactScale& sc, float* out, float* scratch) noexcept {
-  const std::size_t d_v = v.cols;
+// scratch: 2·d_v floats. Key j's rows are k_row(j) and v_row(j) (d_k and d_v floats): the f32 views' rows, or
+// rows of an f16 / q8 cache converted one at a time (each pointer is used before the next call of the same one).
+template <class KRow, class VRow>
+inline __attribute__((always_inline)) void attention_row_exact_rows(const float* q, std::size_t d_k, std::size_t d_v,
+                                                                    const KRow& k_row, const VRow& v_row,
+                                                                    const float* mask_row, KeyRange keys,
+                                                                    const ExactScale& sc, float* out,
+                                                                    float* scratch) noexcept {
   float* acc = scratch;            // Σ p_j·v_jc·2^−e_c
   float* col_exp = scratch + d_v;  // e_c, or NaN for a column that must come out NaN
   const bool q_finite = row_finite(q, d_k);
   const int q_exp = q_finite ? max_exponent(q, d_k) : 0;
   auto visible = [&](std::size_t j) { return mask_row == nullptr || mask_row[j] != -INFINITY; };
-  auto score = [&](std::size_t j) {
-    const float s = exact_score(q, q_finite, q_exp, k.data + j * k.stride, d_k, sc);
+  auto score = [&](std::size_t j) __attribute__((always_inline)) {  // one frame less on the stack path
+    const float s = exact_score(q, q_finite, q_exp, k_row(j), d_k, sc);
     if (mask_row == nullptr) return s;
     return is_finite(s) && is_finite(mask_row[j]) ? saturating_add(s, mask_row[j]) : s + mask_row[j];
   };
@@ -116,7 +119,7 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
     const float t = score(j);
     row_nan = row_nan || !(t < INFINITY);  // NaN or +inf
     m = t > m ? t : m;
-    const float* vj = v.data + j * v.stride;
+    const float* vj = v_row(j);
     for (std::size_t c = 0; c < d_v; ++c) {
       const float e = is_finite(vj[c]) ? static_cast<float>(exponent_of(vj[c])) : NAN;
       col_exp[c] = e > col_exp[c] || e != e ? e : col_exp[c];  // NaN sticks
@@ -139,7 +142,7 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
       if (t == -INFINITY) continue;
       const float p = exp2_nonpositive_call((t - m) * log2e);  // t − m <= 0; below −FLT_MAX it is −inf: p = 0
       l += p;
-      const float* vj = v.data + j * v.stride;
+      const float* vj = v_row(j);
       for (std::size_t c = 0; c < d_v; ++c)
         if (col_exp[c] == col_exp[c]) acc[c] = fmadd(p, vj[c] * pow2(-static_cast<int>(col_exp[c])), acc[c]);
     }
@@ -150,6 +153,14 @@ inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixVie
       out[c] = l == 0.0f ? 0.0f : times_pow2(acc[c] / l, static_cast<int>(col_exp[c]));
     }
   }
+}
+
+inline void attention_row_exact(const float* q, std::size_t d_k, const MatrixView<const float>& k,
+                                const MatrixView<const float>& v, const float* mask_row, KeyRange keys,
+                                const ExactScale& sc, float* out, float* scratch) noexcept {
+  attention_row_exact_rows(
+      q, d_k, v.cols, [&](std::size_t j) { return k.data + j * k.stride; },
+      [&](std::size_t j) { return v.data + j * v.stride; }, mask_row, keys, sc, out, scratch);
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 //   mutations (query, context, y, mask) | query, context values (style; |x| <= 1) | mask (share of −inf, hidden-row
 //   period) | specials (query, context, mask)
 // Weights are uniform in [−0.3, 0.3], the regime of layer_tolerance.
+// The input's last byte (mod 3; none: 0) picks the layer's K/V cache format, f32, f16 or q8; for f16 and q8 the
+// values are checked against the fp32 reference with the format's rounding added to the tolerance (coarse: the
+// exact bound over the stored values is tests/test_cache.cpp's), every other check as for f32.
 // Checks: the Status of the documented check order (a missing weight, then a null view, then shapes, rows >
 // MaxSeq, the mask's shape, then overlap: y against query and context unless exactly the same (data and stride), the
 // mask, and the span of y against every weight array); on error the arena untouched; on success nothing written
@@ -132,12 +135,13 @@ Want expectations(Arena& arena, const Geometry& g, const Call& c) {
   return w;
 }
 
-void check_output(Arena& arena, const Geometry& g, const Call& c, const Want& w, const char* what) {
+void check_output(Arena& arena, const Geometry& g, const Call& c, const Want& w, const char* what, double cache_rel) {
   arena.clear_writable();
   arena.writable(c.y);
   arena.expect_untouched(what);
   expect_written(arena, c.y, what);
-  const Tolerance tol = testing_support::layer_tolerance(g.d, c.context.rows);
+  Tolerance tol = testing_support::layer_tolerance(g.d, c.context.rows);
+  tol.rel += cache_rel;
   for (std::size_t i = 0; i < c.query.rows; ++i) {
     if (!w.checked[i]) continue;
     double row_max = 0.0;
@@ -172,6 +176,13 @@ std::ptrdiff_t decode_offset(std::size_t kind, int small, std::size_t n_q, std::
     default:
       return 0;
   }
+}
+
+// The relative step of a cache format (f16: half an ulp; q8: half a quantum of the row's max), times a generous
+// amplification through the scores and the out projection (|w| <= 0.3, |x| <= 1).
+template <class Layer>
+constexpr double cache_rel() {
+  return Layer::cache_format == ma::Format::f16 ? 64.0 * 0x1p-11 : Layer::cache_format == ma::Format::q8 ? 0.5 : 0.0;
 }
 
 template <class Layer>
@@ -304,8 +315,22 @@ int run(Reader& in, Rng& rng, const Geometry& g) {
     arena.expect_untouched("forward error");
     return 0;
   }
-  check_output(arena, g, c, expected, "forward");
+  check_output(arena, g, c, expected, "forward", cache_rel<Layer>());
   return 0;
+}
+
+template <ma::Format F>
+int run_format(Reader& in, Rng& rng, std::size_t layer) {
+  switch (layer) {
+    case 0:
+      return run<ma::MultiHeadAttention<64, 64, 4, 4, true, F>>(in, rng, {64, 64, 4, 4});
+    case 1:
+      return run<ma::MultiHeadAttention<40, 48, 6, 2, true, F>>(in, rng, {40, 48, 6, 2});
+    case 2:
+      return run<ma::MultiHeadAttention<3, 2, 1, 1, true, F>>(in, rng, {3, 2, 1, 1});
+    default:
+      return run<ma::MultiHeadAttention<33, 12, 3, 1, true, F>>(in, rng, {33, 12, 3, 1});
+  }
 }
 
 }  // namespace
@@ -313,14 +338,13 @@ int run(Reader& in, Rng& rng, const Geometry& g) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader in(data, size);
   Rng rng{in.u32()};
-  switch (in.below(4)) {
-    case 0:
-      return run<ma::MultiHeadAttention<64, 64, 4>>(in, rng, {64, 64, 4, 4});
+  const std::size_t layer = in.below(4);
+  switch (size > 0 ? data[size - 1] % 3 : 0) {
     case 1:
-      return run<ma::MultiHeadAttention<40, 48, 6, 2>>(in, rng, {40, 48, 6, 2});
+      return run_format<ma::Format::f16>(in, rng, layer);
     case 2:
-      return run<ma::SelfAttention<3, 2>>(in, rng, {3, 2, 1, 1});
+      return run_format<ma::Format::q8>(in, rng, layer);
     default:
-      return run<ma::MultiHeadAttention<33, 12, 3, 1>>(in, rng, {33, 12, 3, 1});
+      return run_format<ma::Format::f32>(in, rng, layer);
   }
 }
