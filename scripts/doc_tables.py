@@ -122,6 +122,8 @@ def footprint_rows(root):
     out = []
     for key, *cells in rows:
         label = FOOTPRINT_LABELS.get(key)
+        if key == "stack, layer from weight matrices":
+            label = "worst-case stack, a layer from `LayerWeightMatrices` (q8)"
         if label is None and key.startswith("stack, "):
             label = "worst-case stack, `" + key[len("stack, "):] + "`"
         out.append([label or key] + cells)
