@@ -103,7 +103,11 @@ def thousands(n):
 FOOTPRINT = "bench/results/footprint_cortex_m.txt"
 FOOTPRINT_LABELS = {
     "library text": "library text, `libmicroattn.a` without `linear()`",
-    "linear text": "`linear()` text (linked only by firmware that calls it)",
+    "linear text": "`linear()` text, every kernel table (a firmware links its own)",
+    "linear f32 kernels text": "`linear()` f32 path (matmul's gemm counted with the library)",
+    "linear f16 kernels text": "`linear()` f16 kernels, as linked by a firmware calling it",
+    "linear q8 kernels text": "`linear()` q8 kernels (quantization, chunk kernel, float row path)",
+    "blocks text": "blocks text (norms, activations, encoder and decoder layers)",
     "library data + bss": "library `.data` + `.bss`",
     "firmware example text": "firmware example text (mostly newlib: printf with floats, semihosting)",
     "firmware example data": "firmware example `.data`",
@@ -118,6 +122,8 @@ def footprint_rows(root):
     out = []
     for key, *cells in rows:
         label = FOOTPRINT_LABELS.get(key)
+        if key == "stack, layer from weight matrices":
+            label = "worst-case stack, a layer from `LayerWeightMatrices` (q8)"
         if label is None and key.startswith("stack, "):
             label = "worst-case stack, `" + key[len("stack, "):] + "`"
         out.append([label or key] + cells)
@@ -130,7 +136,7 @@ def footprint_table(root):
 
 
 def footprint_summary(root):
-    keep = ("library text", "library text linked", "a `static MultiHeadAttention", "worst-case stack, `attention`",
+    keep = ("library text, ", "a `static MultiHeadAttention",
             "worst-case stack, `MultiHeadAttention::forward`", "worst-case stack, `linear`")
     rows = [r for r in footprint_rows(root) if r[0].startswith(keep)]
     return table(["bytes", "Cortex-M4", "Cortex-M7", "Cortex-M55", "budget"], rows), [FOOTPRINT]
@@ -216,7 +222,7 @@ def peers_summary(root):
     rows = []
     for k, r in a.items():
         n, d = r[0].split(" × ")
-        if d != "64" or n not in ("16", "64", "256", "1024"):
+        if d != "64" or n not in ("64", "1024"):
             continue
         s = b[k]
         rows.append([r[0], r[1], r[2], f"{best_peer_value(r)} ({PEER_SHORT[r[7]]})", r[8], s[2],
@@ -477,6 +483,128 @@ def arm_decode_table(root):
     return table(head, rows), [ARM]
 
 
+# ---- weight and cache formats (scripts/format_table.py, kept current by the test FormatTable) ---------------------
+FORMATS = "bench/results/format_sizes.txt"
+
+
+def format_weights(root):
+    rows = markdown_rows(read(root, FORMATS), "weights")
+    head = ["weights", "f32", "f16", "q8, group 32", "q8, group 64", "q8, per row", "+ biases, norms (f32)"]
+    return table(head, rows), [FORMATS]
+
+
+def format_cache(root):
+    rows = markdown_rows(read(root, FORMATS), "cache format")
+    return table(["cache format", "K/V cache", "vs f32"], rows), [FORMATS]
+
+
+# ---- llama2.c runner against run.c / runq.c (scripts/llama_peers.sh bench) ----------------------------------------
+LLAMA = "bench/results/llama_host.txt"
+LLAMA_LABELS = {"s260k-v0": "version 0 (fp32) vs run.c",
+                "s260k-v2": "version 2, q8 group 64 (export.py's) vs runq.c",
+                "s260k-g4-v0": "version 0, the group-4 file's fp32 twin, vs run.c",
+                "s260k-g4-v2": "version 2, q8 group 4 vs runq.c"}
+
+
+def llama_host(root):
+    """The newest run of the file (its first block): medians and their ratio per checkpoint."""
+    text = read(root, LLAMA).split("# Earlier run")[0]
+    rows = []
+    for m in re.finditer(r"^(\S+): llama_run median ([\d.]+) tok/s, (\w+) median ([\d.]+) tok/s, ratio ([\d.]+)$",
+                         text, re.M):
+        label = LLAMA_LABELS.get(m.group(1), m.group(1))
+        rows.append([label, f"{float(m.group(2)):.0f}", f"{float(m.group(4)):.0f} ({m.group(3)}.c)",
+                     f"**{m.group(5)}**"])
+    if not rows:
+        raise ValueError("no 'llama_run median' lines")
+    runs = re.search(r"(\d+) alternating runs", text)
+    head = ["checkpoint (stories260K shape)", "llama_run tok/s", "peer tok/s",
+            f"llama_run / peer (medians of {runs.group(1) if runs else '?'})"]
+    return table(head, rows), [LLAMA]
+
+
+# ---- linear() with one row of x: instructions per MAC (scripts/mcu_insn_budgets.txt, scripts/arm_insn_budgets.txt)
+ARM_BUDGETS = "scripts/arm_insn_budgets.txt"
+LINEAR_SHAPES = ("1x64x256", "1x256x64", "1x256x256")  # 1 × n × k: n × k weights
+
+
+def budget_counts(root, path):
+    out = {}
+    for line in read(root, path).splitlines():
+        if line and not line.startswith("#"):
+            target, op, shape, n = line.split()
+            out[(target, op, shape)] = int(n)
+    return out
+
+
+def linear_macs(shape):
+    _, n, k = (int(x) for x in shape.split("x"))
+    return n * k
+
+
+def shape_label(shape):
+    _, n, k = shape.split("x")
+    return f"{n} × {k}" if n != k else f"{n}²"
+
+
+def mcu_linear_table(root):
+    c = budget_counts(root, MCU_BUDGETS)
+    rows = []
+    for target, name in (("cortex-m4", "M4"), ("cortex-m7", "M7"), ("cortex-m55", "M55")):
+        for op, label in (("linear_f32", "f32 (matmul's gemm)"), ("linear_f16", "f16"), ("linear_q8", "q8"),
+                          ("linear_q8_g64", "q8 g64")):
+            rows.append([f"{name} {label}"] + [fmt(c[(target, op, s)] / linear_macs(s)) for s in LINEAR_SHAPES] +
+                        [fmt(c[(target, op, LINEAR_SHAPES[-1])] / c[(target, "linear_f32", LINEAR_SHAPES[-1])])])
+    head = ["instructions / MAC"] + [shape_label(s) for s in LINEAR_SHAPES] + ["÷ f32 at 256²"]
+    return table(head, rows), [MCU_BUDGETS]
+
+
+def arm_linear_table(root):
+    c = budget_counts(root, ARM_BUDGETS)
+    shapes = LINEAR_SHAPES + ("1x1024x1024",)
+    rows = []
+    for target, name in (("aarch64-linux-gnu", "AArch64"), ("arm-linux-gnueabihf", "ARMv7")):
+        rows.append([f"{name} f32, per MAC"] + [fmt(c[(target, "linear_f32", s)] / linear_macs(s)) for s in shapes])
+        for op in ("f16", "q8"):
+            rows.append([f"{name} {op} ÷ f32"] +
+                        [fmt(c[(target, "linear_" + op, s)] / c[(target, "linear_f32", s)]) for s in shapes])
+    head = ["instructions"] + [shape_label(s) for s in shapes]
+    return table(head, rows), [ARM_BUDGETS]
+
+
+# ---- K/V cache formats (scripts/report_cache_error.py, bench/bench_decode BM_decode_formats) ----------------------
+CACHE_ERROR = "bench/results/cache_error.txt"
+DECODE_FORMATS = "bench/results/decode_formats_avx512.txt"
+
+
+def cache_error(root):
+    found = {}
+    for m in re.finditer(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(f32|f16|q8) \|\s+([\d.e+-]+)\s+([\d.e+-]+) \|"
+                         r"\s+([\d.e+-]+)\s+([\d.e+-]+)$", read(root, CACHE_ERROR), re.M):
+        found.setdefault(m.group(1, 2, 3), {})[m.group(4)] = [float(x) for x in m.group(5, 6, 7, 8)]
+    if not found:
+        raise ValueError("no error rows")
+    e = lambda x: f"{x:.1e}"
+    rows = [[n, d, h, f"{e(c['f16'][0])} / {e(c['f16'][1])}", f"{e(c['q8'][0])} / {e(c['q8'][1])}", e(c["f32"][2])]
+            for (n, d, h), c in found.items()]
+    head = ["n", "d", "heads", "f16 cache vs f32 cache: max / rms", "q8 cache: max / rms", "f32 cache vs torch fp64: max"]
+    return table(head, rows), [CACHE_ERROR]
+
+
+def decode_formats(root):
+    text = read(root, DECODE_FORMATS).split("\n# the same before")[0]
+    t = benchmark_times(text)
+    base = t["BM_decode_formats/0/0/min_time:0.100_median"][1]
+    rows = []
+    for c, cache in enumerate(("f32", "f16", "q8")):
+        for w, weights in enumerate(("f32", "q8")):
+            name = f"BM_decode_formats/{w}/{c}/min_time:0.100_median"
+            ram = counter(text, name, "layer_ram_bytes")
+            rows.append([weights, cache, us(t[name][1]), fmt(base / t[name][1]), f"{ram / 1024:.0f} KiB"])
+    head = ["weights", "K/V cache", "`append` µs (CPU, median)", "speed vs f32/f32", "layer RAM (`ram_bytes`)"]
+    return table(head, rows), [DECODE_FORMATS]
+
+
 TABLES = {
     "footprint-summary": footprint_summary,
     "footprint": footprint_table,
@@ -496,6 +624,13 @@ TABLES = {
     "mcu-insns": mcu_table,
     "arm-insns": arm_table,
     "arm-decode-insns": arm_decode_table,
+    "format-weights": format_weights,
+    "format-cache": format_cache,
+    "llama-host": llama_host,
+    "mcu-linear-insns": mcu_linear_table,
+    "arm-linear-insns": arm_linear_table,
+    "cache-error": cache_error,
+    "decode-formats": decode_formats,
 }
 
 

@@ -5,7 +5,8 @@ Usage: check_readme_snippets.py README INCLUDE_DIR EXPORT_SCRIPT --cxx CXX... --
 Each block becomes one translation unit: its #include lines first, after a prelude (the umbrella header, and
 for C++ <iterator> and `namespace ma = microattn;`), then the block itself, at file scope when it defines a
 function, else as the body of a function. A block that includes "weights.h" gets one written by
-scripts/export_weights.py from a generated nn.MultiheadAttention(64, 4) state_dict (.npz, needs numpy).
+scripts/export_weights.py --format q8 --group 32 from a generated nn.MultiheadAttention(64, 4) state_dict (.npz,
+needs numpy).
 Compiled with -Wall -Wextra -Wpedantic -Werror (unused names allowed: snippets show, they do not use).
 Also checks that every `README "Section"` or `docs/FILE.md "Section"` reference in the public headers, the sources
 and CMakeLists.txt names a heading of that document ("Section" may also be the start of a heading followed by
@@ -67,8 +68,9 @@ def write_weights_header(tmp, export):
                        "encoder.layers.0.self_attn.in_proj_bias": rng.uniform(-0.1, 0.1, 3 * e),
                        "encoder.layers.0.self_attn.out_proj.weight": rng.uniform(-0.1, 0.1, (e, e)),
                        "encoder.layers.0.self_attn.out_proj.bias": rng.uniform(-0.1, 0.1, e)})
+    # As README's example: int8 with a scale per 32 weights (the header then holds model_matrices too).
     subprocess.run([sys.executable, export, model, "--heads", "4", "-o", os.path.join(tmp, "weights.h"),
-                    "--name", "model"], check=True, stdout=subprocess.DEVNULL)
+                    "--name", "model", "--format", "q8", "--group", "32"], check=True, stdout=subprocess.DEVNULL)
 
 
 def headings(path):
