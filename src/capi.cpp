@@ -191,8 +191,14 @@ microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq
                                      std::size_t scratch_given) noexcept {
   if (layer == nullptr || weights == nullptr || cache == nullptr || scratch == nullptr) return MICROATTN_NULL_POINTER;
   const ma::LayerWeightMatrices w = cpp(*weights);
-  const std::size_t cache_needed = cache_floats(max_seq, model_dim, heads, kv_heads);
-  const std::size_t scratch_needed = cache_needed == 0 ? 0 : scratch_floats(model_dim, heads);
+  const ma::Format format = cpp(cache_format);
+  const bool format_ok = ma::detail::cache_format_ok(format);
+  // The cache block in floats (rounded up): K and V for F32, scales and the K/V bytes for F16 / Q8.
+  const std::size_t elements = cache_floats(max_seq, model_dim, heads, kv_heads);
+  const std::size_t cache_needed_bytes =
+      elements == 0 || !format_ok ? 0 : ma::layer_cache_bytes(max_seq, model_dim, heads, kv_heads, format);
+  const std::size_t cache_needed = (cache_needed_bytes + sizeof(float) - 1) / sizeof(float);
+  const std::size_t scratch_needed = cache_needed == 0 ? 0 : ma::layer_scratch_floats(model_dim, heads, format);
   const std::size_t hd = scratch_needed == 0 ? 0 : model_dim / heads;
   // Views of the blocks, for the overlap tests (made only for valid sizes: an empty view tests nothing).
   auto* const k = static_cast<float*>(cache);
@@ -205,8 +211,7 @@ microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq
   microattn_layer_config c{};
   if (config != nullptr) c = *config;
   if (!ma::detail::config_ok(cpp(c), hd)) return MICROATTN_INVALID_SHAPE;
-  if (cpp(cache_format) != ma::Format::f32) return MICROATTN_INVALID_SHAPE;  // the only cache format so far
-  if (cache_bytes / sizeof(float) < cache_needed || scratch_given < scratch_needed)
+  if (cache_bytes < cache_needed_bytes || scratch_given < scratch_needed)
     return MICROATTN_WORKSPACE_TOO_SMALL;
   if (((bits(k) | bits(scratch)) % alignof(float)) != 0 || (p & ma::detail::weight_misaligned) != 0)
     return MICROATTN_MISALIGNED;
@@ -225,9 +230,16 @@ microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq
   l.scratch = scratch;
   l.scratch_floats = scratch_needed;
   l.weight_reader = &ma::detail::layer_weight_matrices;
+  l.cache_format = cache_format;
+  // Only this init takes the F16 / Q8 caches: a firmware that never calls it links none of their code.
+  l.cache_runner = format == ma::Format::f32 ? nullptr : reinterpret_cast<const void*>(&ma::detail::layer_run_cache);
   *layer = l;
   return MICROATTN_OK;
 }
+
+using CacheRunner = ma::Status (*)(const ma::detail::LayerParts&, const ma::detail::LayerCache&, ma::detail::LayerOp,
+                                   ma::MatrixView<const float>, ma::MatrixView<const float>, ma::MatrixView<float>,
+                                   const ma::AttentionOptions&) noexcept;
 
 bool initialised(const microattn_layer* layer) noexcept {
   return layer != nullptr && layer->cache != nullptr && layer->scratch != nullptr && layer->weight_reader != nullptr &&
@@ -283,7 +295,20 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, cons
   else if (overlaps_cache(l, o.mask))
     offending = const_cast<float*>(o.mask.data);
   if (offending != nullptr) parts.scratch = offending;
-  const ma::Status s = ma::detail::layer_run(parts, op, q, ctx, out, o);
+  ma::Status s;
+  if (l.cache_runner == nullptr) {
+    s = ma::detail::layer_run(parts, op, q, ctx, out, o);
+  } else {
+    // The C++ layer's layout (MultiHeadAttention::cache()): [K scales, V scales (Q8)] [K] [V].
+    const ma::Format f = cpp(l.cache_format);
+    const std::size_t scales = f == ma::Format::q8 ? l.max_seq * l.kv_heads : 0;
+    const std::size_t half = l.max_seq * l.kv_heads * l.head_dim * (f == ma::Format::f16 ? 2 : 1);
+    unsigned char* const k = reinterpret_cast<unsigned char*>(l.cache + 2 * scales);
+    const ma::detail::LayerCache cache{f, k, k + half, l.cache, l.cache + scales};
+    parts.k = nullptr;
+    parts.v = nullptr;
+    s = reinterpret_cast<CacheRunner>(l.cache_runner)(parts, cache, op, q, ctx, out, o);
+  }
   if (offending != nullptr)
     return s == ma::Status::ok ? MICROATTN_ALIASING : c(s);  // never ok: the scratch overlap always fires
   l.cached = state.cached;
@@ -367,8 +392,14 @@ microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_
 
 size_t microattn_layer_cache_bytes(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads,
                                    microattn_format cache) {
-  // cache_floats is at most PTRDIFF_MAX / 4: its bytes fit.
-  return cpp(cache) == ma::Format::f32 ? sizeof(float) * cache_floats(max_seq, model_dim, heads, kv_heads) : 0;
+  // cache_floats is at most PTRDIFF_MAX / 4: its bytes fit in every format.
+  return cache_floats(max_seq, model_dim, heads, kv_heads) == 0 || !ma::detail::cache_format_ok(cpp(cache))
+             ? 0
+             : ma::layer_cache_bytes(max_seq, model_dim, heads, kv_heads, cpp(cache));
+}
+
+size_t microattn_layer_cache_scratch_floats(size_t model_dim, size_t heads, microattn_format cache) {
+  return scratch_floats(model_dim, heads) == 0 ? 0 : ma::layer_scratch_floats(model_dim, heads, cpp(cache));
 }
 
 microattn_status microattn_layer_init_matrices(microattn_layer* layer, size_t max_seq, size_t model_dim, size_t heads,

@@ -1478,8 +1478,9 @@ static void test_layer_matrices(void) {
   const size_t n_scratch = microattn_layer_scratch_floats(L_DIM, L_HEADS);
   size_t i, n, t;
   CHECK(cache_bytes == 4 * microattn_layer_cache_floats(L_SEQ, L_DIM, L_HEADS, L_KV) &&
-            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_F16) == 0 &&
-            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_Q8) == 0 &&
+            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_F16) == cache_bytes / 2 &&
+            microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, MICROATTN_FORMAT_Q8) ==
+                cache_bytes / 4 + 4 * 2 * L_SEQ * L_KV &&
             microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, (microattn_format)7) == 0 &&
             microattn_layer_cache_bytes(L_SEQ, L_DIM, 3, 1, MICROATTN_FORMAT_F32) == 0 &&
             microattn_layer_cache_bytes((size_t)-1 / 4, 64, 1, 1, MICROATTN_FORMAT_F32) == 0,
@@ -1563,10 +1564,11 @@ static void test_layer_matrices(void) {
   BAD(bad.q.scales = (const float*)(const void*)((const char*)mq_scales + 1), MICROATTN_MISALIGNED,
       "matrices: scales misaligned");
   BAD(bad.k_bias = (const float*)(const void*)((const char*)bk + 2), MICROATTN_MISALIGNED, "matrices: bias misaligned");
-  CHECK(INIT(&m, MICROATTN_FORMAT_F16, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE &&
-            INIT(&m, MICROATTN_FORMAT_Q8, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE &&
-            INIT(&m, (microattn_format)9, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
-        "matrices: cache formats other than F32 (for now)");
+  CHECK(INIT(&m, (microattn_format)9, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE &&
+            INIT(&m, (microattn_format)3, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
+        "matrices: cache format outside the enum");
+  CHECK(INIT(&m, MICROATTN_FORMAT_F16, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_WORKSPACE_TOO_SMALL,
+        "matrices: an f16 cache needs the larger scratch (microattn_layer_cache_scratch_floats)");
   CHECK(microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, 3, 1, &m, &cfg, MICROATTN_FORMAT_F32, m_cache,
                                       cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
         "matrices: 16 %% 3");
@@ -1653,6 +1655,120 @@ static void test_layer_matrices(void) {
 #undef INIT
 }
 
+/* F16 and Q8 caches through the C API. Their rounding and accuracy against a float64 reference are the C++
+ * tests' (test_cache.cpp); here: the sizes, the checks, the layout the calls lend the C++ code, and that the
+ * results are the f32-cache layer's within what rounding K and V costs, and the same whether the tokens come by
+ * forward or one by one (the same stored rows). */
+static microattn_view view(float* data, size_t rows, size_t cols, size_t stride) {
+  microattn_view v;
+  v.data = data;
+  v.rows = rows;
+  v.cols = cols;
+  v.stride = stride;
+  return v;
+}
+static float c_cache[MICROATTN_LAYER_CACHE_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV) + 1];
+static float c_scratch[MICROATTN_LAYER_SCRATCH_FLOATS(L_DIM, L_HEADS) + 1024];
+static float c_ref_cache[MICROATTN_LAYER_CACHE_FLOATS(L_SEQ, L_DIM, L_HEADS, L_KV)];
+static float c_ref_scratch[MICROATTN_LAYER_SCRATCH_FLOATS(L_DIM, L_HEADS)];
+static void test_layer_cache_formats(void) {
+  static float x[L_SEQ * L_DIM], y32[L_SEQ * L_DIM], yc[L_SEQ * L_DIM], ya[L_SEQ * L_DIM];
+  static const microattn_format formats[2] = {MICROATTN_FORMAT_F16, MICROATTN_FORMAT_Q8};
+  static const double tolerance[2] = {4e-3, 4e-2}; /* of each row's largest |y| */
+  microattn_layer_weight_matrices m;
+  microattn_layer ref, layer, zeroed;
+  size_t f, i, r, c, t;
+  memset(&m, 0, sizeof m);
+  for (i = 0; i < L_DIM * L_DIM; ++i) {
+    wq[i] = uniform(-0.3f, 0.3f);
+    wo[i] = uniform(-0.3f, 0.3f);
+  }
+  for (i = 0; i < L_KVD * L_DIM; ++i) {
+    wk[i] = uniform(-0.3f, 0.3f);
+    wv[i] = uniform(-0.3f, 0.3f);
+  }
+  m.q.format = m.k.format = m.v.format = m.out.format = MICROATTN_FORMAT_F32;
+  m.q.data = wq;
+  m.k.data = wk;
+  m.v.data = wv;
+  m.out.data = wo;
+  m.q.rows = m.out.rows = m.q.cols = m.k.cols = m.v.cols = m.out.cols = L_DIM;
+  m.k.rows = m.v.rows = L_KVD;
+  memset(&zeroed, 0, sizeof zeroed);
+  CHECK(microattn_layer_init_matrices(&ref, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, MICROATTN_FORMAT_F32, c_ref_cache,
+                                      sizeof c_ref_cache, c_ref_scratch,
+                                      sizeof c_ref_scratch / sizeof c_ref_scratch[0]) == MICROATTN_OK,
+        "f32 reference layer");
+  for (i = 0; i < L_SEQ * L_DIM; ++i) x[i] = uniform(-1.0f, 1.0f);
+  CHECK(microattn_layer_forward(&ref, cview(x, L_SEQ, L_DIM, L_DIM), view(y32, L_SEQ, L_DIM, L_DIM), NULL) ==
+            MICROATTN_OK,
+        "f32 forward");
+  CHECK(microattn_layer_cache_scratch_floats(L_DIM, L_HEADS, MICROATTN_FORMAT_F32) ==
+                microattn_layer_scratch_floats(L_DIM, L_HEADS) &&
+            microattn_layer_cache_scratch_floats(L_DIM, L_HEADS, MICROATTN_FORMAT_F16) >
+                microattn_layer_scratch_floats(L_DIM, L_HEADS) &&
+            microattn_layer_cache_scratch_floats(L_DIM, L_HEADS, (microattn_format)3) == 0 &&
+            microattn_layer_cache_scratch_floats(L_DIM, 3, MICROATTN_FORMAT_Q8) == 0,
+        "microattn_layer_cache_scratch_floats");
+  for (f = 0; f < 2; ++f) {
+    const microattn_format fmt = formats[f];
+    const size_t cb = microattn_layer_cache_bytes(L_SEQ, L_DIM, L_HEADS, L_KV, fmt);
+    const size_t sf = microattn_layer_cache_scratch_floats(L_DIM, L_HEADS, fmt);
+    CHECK(cb <= sizeof c_cache && sf <= sizeof c_scratch / sizeof c_scratch[0], "blocks big enough");
+    layer = zeroed;
+    CHECK(microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, fmt, c_cache, cb - 1, c_scratch,
+                                        sf) == MICROATTN_WORKSPACE_TOO_SMALL &&
+              microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, fmt, c_cache, cb, c_scratch,
+                                            sf - 1) == MICROATTN_WORKSPACE_TOO_SMALL &&
+              microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, fmt, c_cache, cb,
+                                            c_cache + cb / 4 - 1, sf) == MICROATTN_ALIASING &&
+              memcmp(&layer, &zeroed, sizeof layer) == 0,
+          "format %d: short blocks, overlapping blocks, nothing written", (int)fmt);
+    CHECK(microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, fmt, c_cache, cb, c_scratch,
+                                        sf) == MICROATTN_OK &&
+              layer.cache_format == fmt && layer.cache_runner != NULL && layer.cache_floats == (cb + 3) / 4,
+          "format %d: init", (int)fmt);
+    CHECK(microattn_layer_forward(&layer, cview(x, L_SEQ, L_DIM, L_DIM), view(yc, L_SEQ, L_DIM, L_DIM), NULL) ==
+              MICROATTN_OK,
+          "format %d: forward", (int)fmt);
+    CHECK(microattn_layer_reset(&layer) == MICROATTN_OK, "reset");
+    for (t = 0; t < L_SEQ; ++t) {
+      microattn_attention_options o;
+      memset(&o, 0, sizeof o);
+      CHECK(microattn_layer_append(&layer, cview(x + t * L_DIM, 1, L_DIM, L_DIM), view(ya + t * L_DIM, 1, L_DIM, L_DIM),
+                                   &o) == MICROATTN_OK,
+            "format %d: append %u", (int)fmt, (unsigned)t);
+    }
+    CHECK(layer.cached == L_SEQ && layer.position == L_SEQ, "format %d: cache state", (int)fmt);
+    /* an output view over the cache block: ALIASING, nothing written */
+    CHECK(microattn_layer_forward(&layer, cview(x, 1, L_DIM, L_DIM), view(c_cache + 3, 1, L_DIM, L_DIM), NULL) ==
+              MICROATTN_ALIASING &&
+              layer.cached == L_SEQ,
+          "format %d: y over the cache", (int)fmt);
+    for (r = 0; r < L_SEQ; ++r) {
+      double row_max = 0, err_ref = 0;
+      /* the forward over the whole (non-causal) sequence against the f32 cache, within the format's rounding */
+      for (c = 0; c < L_DIM; ++c) row_max = fabs(y32[r * L_DIM + c]) > row_max ? fabs(y32[r * L_DIM + c]) : row_max;
+      for (c = 0; c < L_DIM; ++c) {
+        const double e = fabs((double)yc[r * L_DIM + c] - y32[r * L_DIM + c]);
+        err_ref = e > err_ref ? e : err_ref;
+      }
+      CHECK(err_ref <= tolerance[f] * row_max, "format %d: row %u off the f32 cache by %g of %g", (int)fmt, (unsigned)r,
+            err_ref, row_max);
+    }
+  }
+  /* append's last row saw every token, as the forward's rows do (non-causal forward): the same stored K/V */
+  {
+    double row_max = 0, err = 0;
+    for (c = 0; c < L_DIM; ++c) {
+      const double a = ya[(L_SEQ - 1) * L_DIM + c], b = yc[(L_SEQ - 1) * L_DIM + c];
+      row_max = fabs(b) > row_max ? fabs(b) : row_max;
+      err = fabs(a - b) > err ? fabs(a - b) : err;
+    }
+    CHECK(err <= 1e-5 * row_max + 1e-6, "q8: last appended row against forward's: %g", err);
+  }
+}
+
 int main(void) {
   test_strings_and_build();
   test_size_formulas();
@@ -1670,7 +1786,8 @@ int main(void) {
   test_layer_shared_scratch();
   test_layer_init_weights();
   test_layer_decode_errors();
-  test_layer_matrices(); /* last: it overwrites the layer weights with dequantized values */
+  test_layer_matrices();      /* it overwrites the layer weights with dequantized values */
+  test_layer_cache_formats(); /* last: it overwrites them with its own */
   printf("microattn %s C API (%s, %s): %d checks, %d failed\n", microattn_version(), microattn_simd_arch(),
          microattn_matmul_kernel_name(), checks, failures);
   return failures == 0 ? 0 : 1;

@@ -198,7 +198,13 @@ typedef struct {
  *   weights            the fp32 weights (microattn_layer_init*), all NULL for a layer from weight matrices
  *   weight_matrices    the weights of microattn_layer_init_matrices (zeroed for the others)
  *   weight_reader      internal: how the calls read the weights (a firmware that never calls
- *                      microattn_layer_init_matrices links no f16/q8 code through it) */
+ *                      microattn_layer_init_matrices links no f16/q8 code through it)
+ *   cache_format       how K and V are stored (microattn_layer_init_matrices' cache_format; F32 for the others).
+ *                      F16 / Q8: cache is the block given to init, laid out as the C++ layer's: for Q8 first
+ *                      2·max_seq·kv_heads float scales (K's, then V's, one per row and K/V head), then K and V
+ *                      (max_seq rows of kv_heads·head_dim binary16 or int8 elements each); cache_floats is the
+ *                      block's size in floats, rounded up
+ *   cache_runner       internal: the calls over an F16 / Q8 cache (NULL for F32: an F32 firmware links none of it) */
 typedef struct {
   size_t max_seq, model_dim, heads, kv_heads, head_dim;
   microattn_layer_weights weights;
@@ -211,6 +217,8 @@ typedef struct {
   size_t position;
   microattn_layer_weight_matrices weight_matrices;
   const void* weight_reader;
+  microattn_format cache_format;
+  const void* cache_runner;
 } microattn_layer;
 
 /* Floats of a layer's K/V cache (C++: layer_cache_floats) and of its per-call scratch (C++:
@@ -263,22 +271,28 @@ microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_
                                              const microattn_layer_config* config, float* cache, size_t cache_floats,
                                              float* scratch, size_t scratch_floats);
 
-/* Bytes of a layer's K/V cache stored in `cache` format: 4 × microattn_layer_cache_floats for
- * MICROATTN_FORMAT_F32; 0 for an invalid shape (as microattn_layer_cache_floats), for a format outside the enum,
- * and for the formats the cache does not take (F16, Q8: not yet). */
+/* Bytes of a layer's K/V cache stored in `cache` format (C++: layer_cache_bytes), with e = cache floats
+ * (microattn_layer_cache_floats): F32 4·e, F16 2·e, Q8 e + 4·2·max_seq·kv_heads (int8 elements and one float
+ * scale per row and K/V head); 0 for an invalid shape (as microattn_layer_cache_floats) or a format outside the
+ * enum. */
 size_t microattn_layer_cache_bytes(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads,
                                    microattn_format cache);
+/* Floats of per-call scratch a layer whose cache is in `cache` format uses (C++: layer_scratch_floats(model_dim,
+ * heads, cache)): microattn_layer_scratch_floats for F32; F16 and Q8 add a fixed block where key blocks are
+ * converted to float (it does not grow with max_seq). 0 for an invalid shape or format. */
+size_t microattn_layer_cache_scratch_floats(size_t model_dim, size_t heads, microattn_format cache);
 /* A layer whose weights are in any formats (each projection its own: F32, F16, Q8), over a K/V cache of
  * cache_bytes bytes (at least microattn_layer_cache_bytes(..., cache_format); float alignment) and a scratch
- * block of scratch_floats floats (at least microattn_layer_scratch_floats(model_dim, heads)), which layers that
- * never run concurrently may share. config NULL: the defaults. Init writes only *layer, and only on success; it
+ * block of scratch_floats floats (at least microattn_layer_cache_scratch_floats(model_dim, heads, cache_format)),
+ * which layers that never run concurrently may share. F16 / Q8 caches round K and V when stored, as the C++
+ * layer's Cache parameter does (docs/numerical-contract.md). config NULL: the defaults. Init writes only *layer, and only on success; it
  * checks everything the calls would check of the weights, once, with these statuses, in this order:
  *   NULL_POINTER   layer, weights, cache or scratch; q, k or v data; a Q8 matrix's scales; out_bias without
  *                  out.data
  *   INVALID_SHAPE  the shape (as microattn_layer_cache_floats returning 0); a format outside the enum; a matrix
  *                  whose rows × cols differ from the above; Q8 group 0 or not dividing rows·cols; a
- *                  configuration the layer rejects (as microattn_layer_init_config); a cache_format other than
- *                  MICROATTN_FORMAT_F32
+ *                  configuration the layer rejects (as microattn_layer_init_config); a cache_format outside
+ *                  the enum
  *   WORKSPACE_TOO_SMALL  cache_bytes or scratch_floats too small
  *   MISALIGNED     cache or scratch not aligned to float; F32 data, Q8 scales or a bias not 4-byte aligned; F16
  *                  data not 2-byte aligned (Q8 data: any alignment)
