@@ -181,6 +181,14 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
   return MICROATTN_OK;
 }
 
+// What microattn_layer::cache_runner points at (an object, not a function: C's void* may hold only those).
+struct CacheRunner {
+  ma::Status (*run)(const ma::detail::LayerParts&, const ma::detail::LayerCache&, ma::detail::LayerOp,
+                    ma::MatrixView<const float>, ma::MatrixView<const float>, ma::MatrixView<float>,
+                    const ma::AttentionOptions&) noexcept;
+};
+constexpr CacheRunner cache_runner{&ma::detail::layer_run_cache};
+
 // microattn_layer_init_matrices: the checks of layer_matrices_problems (a layer's every call) with the cache and
 // the scratch in y's place, once, in the documented order.
 microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq, std::size_t model_dim,
@@ -232,14 +240,11 @@ microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq
   l.weight_reader = &ma::detail::layer_weight_matrices;
   l.cache_format = cache_format;
   // Only this init takes the F16 / Q8 caches: a firmware that never calls it links none of their code.
-  l.cache_runner = format == ma::Format::f32 ? nullptr : reinterpret_cast<const void*>(&ma::detail::layer_run_cache);
+  l.cache_runner = format == ma::Format::f32 ? nullptr : &cache_runner;
   *layer = l;
   return MICROATTN_OK;
 }
 
-using CacheRunner = ma::Status (*)(const ma::detail::LayerParts&, const ma::detail::LayerCache&, ma::detail::LayerOp,
-                                   ma::MatrixView<const float>, ma::MatrixView<const float>, ma::MatrixView<float>,
-                                   const ma::AttentionOptions&) noexcept;
 
 bool initialised(const microattn_layer* layer) noexcept {
   return layer != nullptr && layer->cache != nullptr && layer->scratch != nullptr && layer->weight_reader != nullptr &&
@@ -307,7 +312,7 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, cons
     const ma::detail::LayerCache cache{f, k, k + half, l.cache, l.cache + scales};
     parts.k = nullptr;
     parts.v = nullptr;
-    s = reinterpret_cast<CacheRunner>(l.cache_runner)(parts, cache, op, q, ctx, out, o);
+    s = static_cast<const CacheRunner*>(l.cache_runner)->run(parts, cache, op, q, ctx, out, o);
   }
   if (offending != nullptr)
     return s == ma::Status::ok ? MICROATTN_ALIASING : c(s);  // never ok: the scratch overlap always fires
