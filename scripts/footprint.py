@@ -47,10 +47,10 @@ BUDGETS = {
     # Raised by 1152 B for layers from LayerWeightMatrices (the weight readers, layers.cpp +350; the C API's
     # microattn_layer_init_matrices and its conversions, capi.cpp +750): 17 536 B measured on M4. A C++ firmware
     # that builds its layers from LayerWeights links about 150 B of it (the fp32 reader), none of the rest.
-    # Raised by 4864 B for the f16/q8 K/V caches (the cache attention path, its layer entry and conversion kernels,
-    # +4837 B on M4: 22 373 B measured). A firmware whose caches are all f32 links none of it (the firmware example's
-    # budget below is unchanged).
-    "library text": 22656,
+    # Raised by 5120 B for the f16/q8 K/V caches (the cache attention path, its layer entry and conversion kernels,
+    # +4837 B on M4, and the C API's cache layout, +370: 22 743 B measured). A firmware whose caches are all f32
+    # links none of it (the firmware example's budget below is unchanged).
+    "library text": 22912,
     # linear(): its checks, q8's chunked quantization and the scalar f32/f16/q8 kernels (linear.cpp, kernels/linear_*).
     # The archive's linear objects, every table included (a firmware links only its own: "linear ... kernels text").
     "linear text": 6912,  # 6695 B measured on M4 (3333 before the Armv7E-M and Helium tables and the layers' entries)
@@ -88,7 +88,7 @@ TARGET_BUDGETS = {
     "cortex-m55": {
         # two kernel tables: scalar (4.5 KiB) and Helium (7.2 KiB); 24 195 B measured, 25 261 with layers from
         # LayerWeightMatrices
-        "library text": 30464,  # 30 144 B with the f16/q8 caches
+        "library text": 30720,  # 30 558 B with the f16/q8 caches
         # Helium's gemm row tiles (56 + 80 + 120 B) under the few-query path: 1096 B measured (QEMU: 1052 B)
         "stack, any entry point": 1104,
         "firmware example text": 64 * 1024,
