@@ -170,7 +170,7 @@ void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim
 
 // What the checks of a call established, for its attention part.
 struct LayerPlan {
-  std::size_t n_kv, first_kv;  // keys [0, n_kv) after the call's new rows [first_kv, n_kv) are stored
+  std::size_t n_kv, first_kv;  // keys [0, n_kv) once the call has stored its rows [first_kv, n_kv)
   std::size_t q_position;      // the position of the call's first query row
   std::size_t window;
   bool project_out;  // the layer has an out projection

@@ -22,7 +22,7 @@ struct CacheRun {
   const KvSource& v;
   const AttentionOptions& options;
   float q_factor;
-  float* free;        // the workspace, aligned
+  float* space;       // the workspace, aligned
   std::size_t avail;  // its floats
   // The workspace of a pass of nr rows: qs nr × d_k, o nr × d_v (at least 2·d_v: the exact path's scratch), m, l,
   // alpha and ones nr each, then the scores of a key block, nr × bw, and a chunk of it converted to float, K ch ×
@@ -36,7 +36,7 @@ struct CacheRun {
     const std::size_t d_k = qh.q.cols, d_v = v.cols, kv = d_k + d_v;
     constexpr std::size_t bc = attention_block_kv, quarter = (bc + 3) / 4;
     nr_max = nr;
-    qs = free;
+    qs = space;
     o = qs + nr * d_k;
     m = o + (nr < 2 ? 2 : nr) * d_v;
     ones = m + 3 * nr;
