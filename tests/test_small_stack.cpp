@@ -13,61 +13,13 @@
 #include <vector>
 
 #include "microattn/microattn.hpp"
+#include "stack_probe.hpp"
 
 namespace ma = microattn;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool sanitized = true;  // AddressSanitizer's redzones make every frame larger: run, do not measure
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
-
-// 64 KiB, or the platform's minimum where that is larger (glibc on AArch64: PTHREAD_STACK_MIN is 128 KiB).
-std::size_t thread_stack_bytes() {
-  const long min = sysconf(_SC_THREAD_STACK_MIN);
-  const std::size_t want = sanitized ? 1024 * 1024 : 64 * 1024;
-  return min > 0 && static_cast<std::size_t>(min) > want ? static_cast<std::size_t>(min) : want;
-}
-constexpr unsigned char paint = 0xa5;
-alignas(65536) unsigned char stack_block[1024 * 1024];
-
-using Job = void (*)();
-ma::Status job_status = ma::Status::ok;
-
-void* trampoline(void* job) {
-  (*reinterpret_cast<Job*>(job))();
-  return nullptr;
-}
-
-// Bytes of the painted stack the job touched (from the top, where the stack starts on every Linux target).
-std::size_t touched_by(Job job) {
-  const std::size_t size = thread_stack_bytes();
-  std::memset(stack_block, paint, size);
-  pthread_attr_t attr;
-  bool ran = pthread_attr_init(&attr) == 0 && pthread_attr_setstack(&attr, stack_block, size) == 0;
-  pthread_t t;
-  ran = ran && pthread_create(&t, &attr, trampoline, &job) == 0 && pthread_join(t, nullptr) == 0;
-  pthread_attr_destroy(&attr);
-  EXPECT_TRUE(ran) << "could not run a thread on a " << size << "-byte stack";
-  if (!ran) return size;
-  std::size_t untouched = 0;
-  while (untouched < size && stack_block[untouched] == paint) ++untouched;
-  return size - untouched;
-}
-
-std::size_t stack_use(Job job) {
-  const std::size_t base = touched_by([] {});
-  const std::size_t used = touched_by(job);
-  return used > base ? used - base : 0;
-}
+using namespace stack_probe;  // NOLINT: the probe is these tests' own vocabulary
 
 std::vector<float> filled(std::size_t n) {
   std::vector<float> v(n);
