@@ -5,7 +5,7 @@
 
 #include <cassert>
 
-#include "attention/exact.hpp"
+#include "attention/few_query.hpp"
 #include "kernels/cache_kernels.hpp"
 
 namespace microattn {
@@ -51,12 +51,6 @@ struct CacheRun {
     kb = s + nr * bw;
     vb = kb + ch * d_k;
   }
-  const float* q_row(std::size_t r) const noexcept {
-    return qh.q.data + (r / qh.q.rows) * qh.q_head_offset + (r % qh.q.rows) * qh.q.stride;
-  }
-  float* out_row(std::size_t r) const noexcept {
-    return qh.out.data + (r / qh.q.rows) * qh.out_head_offset + (r % qh.q.rows) * qh.out.stride;
-  }
   // Rows [j0, j0 + n) of src into dst (n × src.cols, dense).
   void convert(const KvSource& src, std::size_t j0, std::size_t n, float* dst) const noexcept {
     if (format == Format::f16)
@@ -68,39 +62,15 @@ struct CacheRun {
 
   void run_rows(std::size_t r0, std::size_t nr) const noexcept {
     const std::size_t n_kv = k.rows, d_k = qh.q.cols, d_v = v.cols;
-    std::size_t first = n_kv, last = 0;
-    for (std::size_t r = 0; r < nr; ++r) {
-      const float* src = q_row(r0 + r);
-      for (std::size_t p = 0; p < d_k; ++p) qs[r * d_k + p] = src[p] * q_factor;
-      for (std::size_t c = 0; c < d_v; ++c) o[r * d_v + c] = 0.0f;
-      m[r] = -INFINITY;
-      l()[r] = 0.0f;
-      const KeyRange seen = visible_keys((r0 + r) % qh.q.rows, n_kv, options);
-      if (seen.lo < seen.hi) {
-        first = min_size(first, seen.lo);
-        last = seen.hi > last ? seen.hi : last;
-      }
-    }
-    const MatrixView<const float>& mask = options.mask;
-    for (std::size_t j0 = first; j0 < last; j0 += bw) {
-      const std::size_t bk = min_size(bw, last - j0);
+    const KeyRange any = pass_start(qh, options, n_kv, d_v, q_factor, r0, nr, qs, o, m, l());
+    for (std::size_t j0 = any.lo; j0 < any.hi; j0 += bw) {
+      const std::size_t bk = min_size(bw, any.hi - j0);
       for (std::size_t c0 = 0; c0 < bk; c0 += ch) {
         const std::size_t cn = min_size(ch, bk - c0);
         convert(k, j0 + c0, cn, kb);
         kern.rows_dot(qs, d_k, nr, d_k, kb, d_k, cn, s + c0, bw);
       }
-      for (std::size_t r = 0; r < nr; ++r) {
-        float* sr = s + r * bw;
-        const std::size_t i = (r0 + r) % qh.q.rows;
-        if (mask.data != nullptr) {
-          const float* mrow = mask.data + i * mask.stride + j0;
-          for (std::size_t j = 0; j < bk; ++j) sr[j] = masked_score(sr[j], mrow[j]);
-        }
-        const KeyRange seen = visible_keys(i, n_kv, options);
-        if (seen.lo > j0 || seen.hi < j0 + bk)
-          for (std::size_t j = 0; j < bk; ++j)
-            if (j0 + j < seen.lo || j0 + j >= seen.hi) sr[j] = -INFINITY;
-      }
+      pass_hide(qh, options, n_kv, r0, nr, j0, bk, s, bw);
       kern.rows_softmax(s, bw, nr, bk, m, l(), alpha());
       for (std::size_t c0 = 0; c0 < bk; c0 += ch) {  // the block's rescale with the first chunk only
         const std::size_t cn = min_size(ch, bk - c0);
@@ -114,7 +84,7 @@ struct CacheRun {
     const std::size_t i = r % qh.q.rows;
     const MatrixView<const float>& mask = options.mask;
     attention_row_exact_rows(
-        q_row(r), qh.q.cols, v.cols,
+        pass_q_row(qh, r), qh.q.cols, v.cols,
         [&](std::size_t j) {
           convert(k, j, 1, kb);
           return static_cast<const float*>(kb);
@@ -124,14 +94,7 @@ struct CacheRun {
           return static_cast<const float*>(vb);
         },
         mask.data != nullptr ? mask.data + i * mask.stride : nullptr, visible_keys(i, k.rows, options),
-        split_scale(scale), out_row(r), o);
-  }
-
-  void store_row(std::size_t r, std::size_t index) const noexcept {
-    float* dst = out_row(r);
-    const float lr = l()[index];
-    const float inv = lr == 0.0f ? 0.0f : 1.0f / lr;
-    for (std::size_t c = 0; c < v.cols; ++c) dst[c] = lr == 0.0f ? 0.0f : o[index * v.cols + c] * inv;
+        split_scale(scale), pass_out_row(qh, r), o);
   }
 };
 
@@ -140,7 +103,6 @@ struct CacheRun {
 void attention_run_cache(const Kernels& kern, const CacheKernels& ck, Format format, const QueryHeads& qh,
                          const KvSource& k, const KvSource& v, float* workspace, std::size_t workspace_floats,
                          const AttentionOptions& options) noexcept {
-  constexpr std::size_t rows_max = attention_block_q;
   const std::size_t d_v = v.cols, rows = qh.heads * qh.q.rows;
   const float scale = attention_scale(options, qh.q.cols);
   // attention_workspace_floats reserves 16 floats for the alignment; what is left, with the layers' addition,
@@ -165,22 +127,7 @@ void attention_run_cache(const Kernels& kern, const CacheKernels& ck, Format for
                      0,
                      0,
                      0};
-  const bool exact_rows_only = !fused_q_factor_ok(run.q_factor);
-  for (std::size_t r0 = 0; r0 < rows; r0 += rows_max) {
-    const std::size_t nr = min_size(rows_max, rows - r0);
-    run.layout(nr);
-    if (!exact_rows_only) run.run_rows(r0, nr);
-    for (std::size_t r = 0; r < nr; ++r) {
-      bool exact = exact_rows_only || !(run.l()[r] > 0.0f && run.l()[r] <= float_max);
-      if (!exact) {
-        run.store_row(r0 + r, r);
-        exact = !row_finite(run.out_row(r0 + r), d_v);
-      }
-      run.alpha()[r] = exact ? 1.0f : 0.0f;
-    }
-    for (std::size_t r = 0; r < nr; ++r)
-      if (run.alpha()[r] != 0.0f) run.exact_row(r0 + r, scale);
-  }
+  run_passes(run, rows, d_v, scale);
 }
 
 }  // namespace detail
