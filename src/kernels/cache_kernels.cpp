@@ -86,21 +86,26 @@ void store_q8_row(const float* x, std::size_t n, std::int8_t* dst, float* scale)
 
 namespace {
 
-void f16_rows_scalar(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols,
-                     float* dst) noexcept {
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < cols; ++c) dst[r * cols + c] = half_to_float(src[r * ld + c]);
+// A table's converters: a block's rows one at a time through the table's row function, which converts from
+// column c on (each table vectorizes the front and finishes with the scalar row from where it stopped).
+template <void (*Row)(const std::uint16_t*, float*, std::size_t, std::size_t) noexcept>
+void f16_rows(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols, float* dst) noexcept {
+  for (std::size_t r = 0; r < rows; ++r) Row(src + r * ld, dst + r * cols, 0, cols);
+}
+template <void (*Row)(const std::int8_t*, float*, std::size_t, std::size_t, float) noexcept>
+void q8_rows(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
+             std::size_t scale_stride, float* dst) noexcept {
+  for (std::size_t r = 0; r < rows; ++r) Row(src + r * ld, dst + r * cols, 0, cols, scales[r * scale_stride]);
 }
 
-void q8_rows_scalar(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
-                    std::size_t scale_stride, float* dst) noexcept {
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float s = scales[r * scale_stride];
-    for (std::size_t c = 0; c < cols; ++c) dst[r * cols + c] = s * static_cast<float>(src[r * ld + c]);
-  }
+inline void f16_row_scalar(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
+  for (; c < cols; ++c) d[c] = half_to_float(s[c]);
+}
+inline void q8_row_scalar(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
+  for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
 }
 
-constexpr CacheKernels scalar_table{"scalar", f16_rows_scalar, q8_rows_scalar};
+constexpr CacheKernels scalar_table{"scalar", f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>};
 
 #if MICROATTN_CACHE_X86
 #if defined(__AVX512F__)
@@ -108,70 +113,46 @@ constexpr const char* x86_name = "avx512";
 #else
 constexpr const char* x86_name = "avx2";
 #endif
-void f16_rows_x86(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols, float* dst) noexcept {
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::uint16_t* s = src + r * ld;
-    float* d = dst + r * cols;
-    std::size_t c = 0;
+void f16_row_x86(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
 #if defined(__AVX512F__)
-    for (; c + 16 <= cols; c += 16)
-      _mm512_storeu_ps(d + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c))));
+  for (; c + 16 <= cols; c += 16)
+    _mm512_storeu_ps(d + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c))));
 #endif
-    for (; c + 8 <= cols; c += 8)
-      _mm256_storeu_ps(d + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + c))));
-    for (; c < cols; ++c) d[c] = half_to_float(s[c]);
-  }
+  for (; c + 8 <= cols; c += 8)
+    _mm256_storeu_ps(d + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + c))));
+  f16_row_scalar(s, d, c, cols);
 }
-void q8_rows_x86(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
-                 std::size_t scale_stride, float* dst) noexcept {
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::int8_t* s = src + r * ld;
-    float* d = dst + r * cols;
-    const float sc = scales[r * scale_stride];
-    std::size_t c = 0;
+void q8_row_x86(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
 #if defined(__AVX512F__)
-    const __m512 vs16 = _mm512_set1_ps(sc);
-    for (; c + 16 <= cols; c += 16) {
-      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + c)));
-      _mm512_storeu_ps(d + c, _mm512_mul_ps(vs16, _mm512_cvtepi32_ps(q)));
-    }
-#endif
-    const __m256 vs = _mm256_set1_ps(sc);
-    for (; c + 8 <= cols; c += 8) {
-      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + c)));
-      _mm256_storeu_ps(d + c, _mm256_mul_ps(vs, _mm256_cvtepi32_ps(q)));
-    }
-    for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
+  const __m512 vs16 = _mm512_set1_ps(sc);
+  for (; c + 16 <= cols; c += 16) {
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + c)));
+    _mm512_storeu_ps(d + c, _mm512_mul_ps(vs16, _mm512_cvtepi32_ps(q)));
   }
+#endif
+  const __m256 vs = _mm256_set1_ps(sc);
+  for (; c + 8 <= cols; c += 8) {
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + c)));
+    _mm256_storeu_ps(d + c, _mm256_mul_ps(vs, _mm256_cvtepi32_ps(q)));
+  }
+  q8_row_scalar(s, d, c, cols, sc);
 }
-constexpr CacheKernels vector_table{x86_name, f16_rows_x86, q8_rows_x86};
+constexpr CacheKernels vector_table{x86_name, f16_rows<f16_row_x86>, q8_rows<q8_row_x86>};
 #define MICROATTN_CACHE_VECTOR 1
 #elif MICROATTN_CACHE_NEON
-void f16_rows_neon(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols, float* dst) noexcept {
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::uint16_t* s = src + r * ld;
-    float* d = dst + r * cols;
-    std::size_t c = 0;
-    for (; c + 4 <= cols; c += 4) vst1q_f32(d + c, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + c))));
-    for (; c < cols; ++c) d[c] = half_to_float(s[c]);
-  }
+void f16_row_neon(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
+  for (; c + 4 <= cols; c += 4) vst1q_f32(d + c, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + c))));
+  f16_row_scalar(s, d, c, cols);
 }
-void q8_rows_neon(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
-                  std::size_t scale_stride, float* dst) noexcept {
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::int8_t* s = src + r * ld;
-    float* d = dst + r * cols;
-    const float sc = scales[r * scale_stride];
-    std::size_t c = 0;
-    for (; c + 8 <= cols; c += 8) {
-      const int16x8_t q = vmovl_s8(vld1_s8(s + c));
-      vst1q_f32(d + c, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), sc));
-      vst1q_f32(d + c + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(q))), sc));
-    }
-    for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
+void q8_row_neon(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
+  for (; c + 8 <= cols; c += 8) {
+    const int16x8_t q = vmovl_s8(vld1_s8(s + c));
+    vst1q_f32(d + c, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), sc));
+    vst1q_f32(d + c + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(q))), sc));
   }
+  q8_row_scalar(s, d, c, cols, sc);
 }
-constexpr CacheKernels vector_table{"neon", f16_rows_neon, q8_rows_neon};
+constexpr CacheKernels vector_table{"neon", f16_rows<f16_row_neon>, q8_rows<q8_row_neon>};
 #define MICROATTN_CACHE_VECTOR 1
 #endif
 
