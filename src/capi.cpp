@@ -130,6 +130,24 @@ ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
   return r;
 }
 
+// What every init sets: shapes, config, the cache and scratch blocks, an empty cache (its weights it sets itself).
+microattn_layer layer_fields(std::size_t max_seq, std::size_t model_dim, std::size_t heads, std::size_t kv_heads,
+                             std::size_t head_dim, const microattn_layer_config& config, float* cache,
+                             std::size_t cache_size, float* scratch, std::size_t scratch_size) noexcept {
+  microattn_layer l{};
+  l.max_seq = max_seq;
+  l.model_dim = model_dim;
+  l.heads = heads;
+  l.kv_heads = kv_heads;
+  l.head_dim = head_dim;
+  l.config = config;
+  l.cache = cache;
+  l.cache_floats = cache_size;
+  l.scratch = scratch;
+  l.scratch_floats = scratch_size;
+  return l;
+}
+
 // The checks of every init, in the documented order; `blocks` are the caller's memory (cache, scratch).
 microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                             std::size_t kv_heads, const microattn_layer_weights* weights,
@@ -162,20 +180,10 @@ microattn_status layer_init(microattn_layer* layer, std::size_t max_seq, std::si
       (shared && (overlaps_weights(scratch, scratch_needed, w, model_dim, kv_dim) ||
                   ma::detail::ranges_overlap(cache, cache_needed, scratch, scratch_needed))))
     return MICROATTN_ALIASING;
-  microattn_layer l{};
-  l.max_seq = max_seq;
-  l.model_dim = model_dim;
-  l.heads = heads;
-  l.kv_heads = kv_heads;
-  l.head_dim = hd;
+  // MultiHeadAttention::parts(): an owned scratch follows K and V.
+  microattn_layer l = layer_fields(max_seq, model_dim, heads, kv_heads, hd, c, cache, cache_needed,
+                                   shared ? scratch : cache + cache_needed, scratch_needed);
   l.weights = w;
-  l.config = c;
-  l.cache = cache;
-  l.cache_floats = cache_needed;
-  l.scratch = shared ? scratch : cache + cache_needed;  // MultiHeadAttention::parts(): the scratch after K and V
-  l.scratch_floats = scratch_needed;
-  l.cached = 0;
-  l.position = 0;
   l.weight_reader = &ma::detail::layer_weights_f32;
   *layer = l;
   return MICROATTN_OK;
@@ -219,24 +227,14 @@ microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq
   microattn_layer_config c{};
   if (config != nullptr) c = *config;
   if (!ma::detail::config_ok(cpp(c), hd)) return MICROATTN_INVALID_SHAPE;
-  if (cache_bytes < cache_needed_bytes || scratch_given < scratch_needed)
-    return MICROATTN_WORKSPACE_TOO_SMALL;
+  if (cache_bytes < cache_needed_bytes || scratch_given < scratch_needed) return MICROATTN_WORKSPACE_TOO_SMALL;
   if (((bits(k) | bits(scratch)) % alignof(float)) != 0 || (p & ma::detail::weight_misaligned) != 0)
     return MICROATTN_MISALIGNED;
   if ((p & ma::detail::weight_aliasing) != 0 || ma::detail::ranges_overlap(k, cache_needed, scratch, scratch_needed))
     return MICROATTN_ALIASING;
-  microattn_layer l{};
-  l.max_seq = max_seq;
-  l.model_dim = model_dim;
-  l.heads = heads;
-  l.kv_heads = kv_heads;
-  l.head_dim = hd;
+  microattn_layer l =
+      layer_fields(max_seq, model_dim, heads, kv_heads, hd, c, k, cache_needed, scratch, scratch_needed);
   l.weight_matrices = *weights;
-  l.config = c;
-  l.cache = k;
-  l.cache_floats = cache_needed;
-  l.scratch = scratch;
-  l.scratch_floats = scratch_needed;
   l.weight_reader = &ma::detail::layer_weight_matrices;
   l.cache_format = cache_format;
   // Only this init takes the F16 / Q8 caches: a firmware that never calls it links none of their code.
@@ -244,7 +242,6 @@ microattn_status layer_init_matrices(microattn_layer* layer, std::size_t max_seq
   *layer = l;
   return MICROATTN_OK;
 }
-
 
 bool initialised(const microattn_layer* layer) noexcept {
   return layer != nullptr && layer->cache != nullptr && layer->scratch != nullptr && layer->weight_reader != nullptr &&
