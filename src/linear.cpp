@@ -145,7 +145,7 @@ __attribute__((noinline)) void run_q8_on_stack(const LinearKernels& t, const Lin
 // A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
 LinearArgs linear_args(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
                        float* y, std::size_t ldy) noexcept {
-  return {x, m == 1 ? w.cols : ldx, w.data, w.scales, w.group, bias, y, m == 1 ? w.rows : ldy, m, w.rows, w.cols};
+  return {w.data, w.scales, w.group, x, m == 1 ? w.cols : ldx, bias, y, m == 1 ? w.rows : ldy, m, w.rows, w.cols};
 }
 
 }  // namespace

@@ -776,10 +776,17 @@ void check_linear_dense(const md::LinearKernels& t, bool f16) {
           for (std::size_t i = 0; i < n * k; ++i) wh[i] = half_bits(w[i] = h());
           Guarded y(m, n, m == 1 ? n : n + 2, true), ys(m, n, m == 1 ? n : n + 2, true);
           y.fill_value(777.0f);
-          md::LinearArgs a{x.data(), x.stride(), f16 ? static_cast<const void*>(wh.data()) : w.data(),
-                           nullptr,  0,          with_bias ? bias.data() : nullptr,
-                           y.data(), y.stride(), m,
-                           n,        k};
+          md::LinearArgs a{f16 ? static_cast<const void*>(wh.data()) : w.data(),
+                           nullptr,
+                           0,
+                           x.data(),
+                           x.stride(),
+                           with_bias ? bias.data() : nullptr,
+                           y.data(),
+                           y.stride(),
+                           m,
+                           n,
+                           k};
           auto fn = f16 ? t.f16 : t.f32;
           fn(a);
           if (&t != &lscalar()) {

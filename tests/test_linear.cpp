@@ -206,8 +206,17 @@ void run(Table t, const Weights& w, const Guarded& x, const float* bias, Guarded
     ASSERT_EQ(ma::linear(x.cview(), w.matrix(), bias, y.view()), ma::Status::ok);
     return;
   }
-  const ma::detail::LinearArgs a{x.data(), x.rows() == 1 ? w.k : x.stride(), w.data,   w.scales, w.group, bias,
-                                 y.data(), y.rows() == 1 ? w.n : y.stride(), x.rows(), w.n,      w.k};
+  const ma::detail::LinearArgs a{w.data,
+                                 w.scales,
+                                 w.group,
+                                 x.data(),
+                                 x.rows() == 1 ? w.k : x.stride(),
+                                 bias,
+                                 y.data(),
+                                 y.rows() == 1 ? w.n : y.stride(),
+                                 x.rows(),
+                                 w.n,
+                                 w.k};
   ma::detail::linear_run(*t, w.format, a);
 }
 

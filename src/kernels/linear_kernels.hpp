@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "microattn/weights.hpp"
 
@@ -13,12 +14,12 @@ namespace detail {
 // y (m × n, row stride ldy) = x (m × k, ldx) · wᵀ + bias, w dense n × k in the kernel's format. A one-row view's
 // stride is its column count (as for matmul: kernels step row pointers past the last row).
 struct LinearArgs {
-  const float* x;
-  std::size_t ldx;
-  const void* w;
+  const void* w;        // in the kernel's format
   const float* scales;  // q8
   std::size_t group;    // q8
-  const float* bias;    // n floats or nullptr
+  const float* x;
+  std::size_t ldx;
+  const float* bias;  // n floats or nullptr
   float* y;
   std::size_t ldy;
   std::size_t m, n, k;
@@ -65,6 +66,17 @@ struct LinearKernels {
   // q[i] = round-half-away-from-zero(x[i] / s) for i < n, s > 0 normal, every |x[i]| <= 127·s (runq.c's rule).
   void (*quantize)(const float* x, std::size_t n, float s, std::int8_t* q) noexcept;
 };
+
+// absmax_bits over x[i, n) folded into m: the last elements of the vector tables.
+inline std::uint32_t absmax_bits_from(const float* x, std::size_t i, std::size_t n, std::uint32_t m) noexcept {
+  for (; i < n; ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
 
 // Cortex-M tables, chosen at compile time so that a firmware links only the one it runs (not the scalar one):
 // Helium where the core has MVE-F (Cortex-M55, linear_helium.cpp), else Armv7E-M's DSP extension and FPU
@@ -139,6 +151,25 @@ void linear_q8_float_row(const LinearArgs& a, std::size_t i) noexcept;
 // The weight scales of row r in a chunk (segment s at [s]).
 inline __attribute__((always_inline)) const float* row_scales(const Q8Chunk& c, std::size_t r) noexcept {
   return c.sw + (c.rows_per_scale == 1 ? r : r / c.rows_per_scale) * c.sw_stride;
+}
+
+// Where the q8 tile at x row i0 and weight row r0 of a chunk reads: its quantized x rows (row stride c.ldq), their
+// scales (c.ldsx), its NR weight rows (row j at wt + j·ldw: one pointer and the stride; GCC would keep NR pointers,
+// too many registers) and each weight row's scales.
+template <int NR>
+struct Q8TileSource {
+  const std::int8_t* xq;
+  const float* sx;
+  const std::int8_t* wt;
+  const float* sw[NR];
+};
+template <int NR>
+inline __attribute__((always_inline)) Q8TileSource<NR> q8_tile_source(const std::int8_t* w, std::size_t ldw,
+                                                                      const Q8Chunk& c, std::size_t i0,
+                                                                      std::size_t r0) noexcept {
+  Q8TileSource<NR> t{c.q + i0 * c.ldq, c.sx + i0 * c.ldsx, w + r0 * ldw, {}};
+  for (int j = 0; j < NR; ++j) t.sw[j] = row_scales(c, r0 + j);
+  return t;
 }
 
 // IEEE binary16 → float, exact for every bit pattern (scalar; shared by the vector kernels' tails). Forced inline:

@@ -207,14 +207,7 @@ std::uint32_t absmax_bits_neon(const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 4 <= n; i += 4)
     v = vmaxq_u32(v, vandq_u32(vld1q_u32(reinterpret_cast<const std::uint32_t*>(x + i)), abs_mask));
-  std::uint32_t m = lane_max(v);
-  for (; i < n; ++i) {
-    std::uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
-  }
-  return m;
+  return absmax_bits_from(x, i, n, lane_max(v));
 }
 
 #if defined(__aarch64__)
@@ -258,11 +251,7 @@ inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t w) noexcept {
 template <int MR, int NR>
 void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t i0, std::size_t r0) noexcept {
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
-  const std::int8_t* const xq = ch.q + i0 * ch.ldq;
-  const float* const sx = ch.sx + i0 * ch.ldsx;
-  const std::int8_t* const wt = w + r0 * ldw;
-  const float* sw[NR];
-  for (int j = 0; j < NR; ++j) sw[j] = row_scales(ch, r0 + j);
+  const auto [xq, sx, wt, sw] = q8_tile_source<NR>(w, ldw, ch, i0, r0);
   float32x4_t f[MR][NR];
   int32x4_t acc[MR][NR];
   for (int i = 0; i < MR; ++i)
@@ -407,16 +396,11 @@ void q8_chunk_neon(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q
 #define MICROATTN_NEON_ARCH "neon"
 #endif
 
-constexpr LinearKernels table{MICROATTN_NEON_ARCH,
-                              "linear_f32_gemm_" MICROATTN_NEON_ARCH,
-                              MICROATTN_F16_NAME,
-                              MICROATTN_Q8_NAME,
-                              linear_f32_gemm,
-                              f16_neon,
-                              q8_chunk_neon,
-                              2,
-                              absmax_bits_neon,
-                              quantize_neon};
+constexpr LinearKernels table{MICROATTN_NEON_ARCH, "linear_f32_gemm_" MICROATTN_NEON_ARCH,
+                              MICROATTN_F16_NAME,  MICROATTN_Q8_NAME,
+                              linear_f32_gemm,     f16_neon,
+                              q8_chunk_neon,       2,
+                              absmax_bits_neon,    quantize_neon};
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/kernels.hpp"
 
@@ -43,6 +44,16 @@ float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullpt
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// Weight rows [0, n) by tiles: tile(r, NR, prefetch) as integral constants, NR rows at a time (those with a next
+// tile prefetch it), then the rest one by one.
+template <int NR, class Tile>
+inline __attribute__((always_inline)) void tile_rows(std::size_t n, Tile tile) noexcept {
+  std::size_t r = 0;
+  for (; r + 2 * NR <= n; r += NR) tile(r, std::integral_constant<int, NR>{}, std::true_type{});
+  for (; r + NR <= n; r += NR) tile(r, std::integral_constant<int, NR>{}, std::false_type{});
+  for (; r < n; ++r) tile(r, std::integral_constant<int, 1>{}, std::false_type{});
 }
 
 // Prefetch of the line `ahead` bytes past p, as an integer sum: past the weights' end the address is never formed
@@ -88,51 +99,45 @@ inline void lane_sums(const __m256* v, float* out) noexcept {
 
 // ---- f16 ------------------------------------------------------------------------------------------------------
 
+// The build's vector width, AVX-512's 16 lanes or AVX2's 8: the intrinsics differ only in their prefix, so the
+// operations are written once.
 #if MICROATTN_LINEAR_AVX512
-constexpr std::size_t f16_lanes = 16;
+#define MICROATTN_F16_OP(name) _mm512_##name
 using F16Acc = __m512;
-inline __m512 f16_zero() noexcept { return _mm512_setzero_ps(); }
-inline __m512 f16_load_w(const std::uint16_t* p) noexcept {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline __m512 f16_load_x(const float* p) noexcept { return _mm512_loadu_ps(p); }
-inline __m512 f16_fma(__m512 a, __m512 b, __m512 c) noexcept { return _mm512_fmadd_ps(a, b, c); }
-// The last rem < 16 columns: masked loads (zeros past the end, nothing read there).
-struct F16Tail {
-  __mmask16 mask;
-  explicit F16Tail(std::size_t rem) noexcept : mask(static_cast<__mmask16>((1u << rem) - 1)) {}
-  __m512 w(const std::uint16_t* p) const noexcept { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p)); }
-  __m512 x(const float* p) const noexcept { return _mm512_maskz_loadu_ps(mask, p); }
-};
+using F16Half = __m256i;  // f16_lanes binary16 values
 #define MICROATTN_F16_ARCH "avx512"
 constexpr int f16_tile_rows = 4;  // 4 × 4 accumulators (and 2 × 8, 1 × 8): 16 of the 32 registers
 #else
-constexpr std::size_t f16_lanes = 8;
+#define MICROATTN_F16_OP(name) _mm256_##name
 using F16Acc = __m256;
-inline __m256 f16_zero() noexcept { return _mm256_setzero_ps(); }
-inline __m256 f16_load_w(const std::uint16_t* p) noexcept {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256 f16_load_x(const float* p) noexcept { return _mm256_loadu_ps(p); }
-inline __m256 f16_fma(__m256 a, __m256 b, __m256 c) noexcept { return _mm256_fmadd_ps(a, b, c); }
-// The last rem < 8 columns, through zero-padded copies (AVX2 has no 16-bit masked load).
-struct F16Tail {
-  std::size_t rem;
-  explicit F16Tail(std::size_t r) noexcept : rem(r) {}
-  __m256 w(const std::uint16_t* p) const noexcept {
-    alignas(16) std::uint16_t t[8] = {};
-    std::memcpy(t, p, rem * sizeof(std::uint16_t));
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
-  }
-  __m256 x(const float* p) const noexcept {
-    alignas(32) float t[8] = {};
-    std::memcpy(t, p, rem * sizeof(float));
-    return _mm256_load_ps(t);
-  }
-};
+using F16Half = __m128i;
 #define MICROATTN_F16_ARCH "avx2"
 constexpr int f16_tile_rows = 2;  // 2 × 4 accumulators (1 × 8): 8 of the 16 registers, beside x and w
 #endif
+constexpr std::size_t f16_lanes = sizeof(F16Acc) / sizeof(float);
+inline F16Acc f16_zero() noexcept { return MICROATTN_F16_OP(setzero_ps)(); }
+inline F16Acc f16_load_w(const std::uint16_t* p) noexcept {
+  F16Half h;
+  std::memcpy(&h, p, sizeof h);  // an unaligned vector load
+  return MICROATTN_F16_OP(cvtph_ps)(h);
+}
+inline F16Acc f16_load_x(const float* p) noexcept { return MICROATTN_F16_OP(loadu_ps)(p); }
+inline F16Acc f16_fma(F16Acc a, F16Acc b, F16Acc c) noexcept { return MICROATTN_F16_OP(fmadd_ps)(a, b, c); }
+// The last rem < f16_lanes columns, through zero-padded copies: nothing is read past the end.
+struct F16Tail {
+  std::size_t rem;
+  explicit F16Tail(std::size_t r) noexcept : rem(r) {}
+  F16Acc w(const std::uint16_t* p) const noexcept {
+    std::uint16_t t[f16_lanes] = {};
+    std::memcpy(t, p, rem * sizeof(std::uint16_t));
+    return f16_load_w(t);
+  }
+  F16Acc x(const float* p) const noexcept {
+    float t[f16_lanes] = {};
+    std::memcpy(t, p, rem * sizeof(float));
+    return f16_load_x(t);
+  }
+};
 
 // MR rows of x (from x, stride ldx) × NR weight rows (from w, dense k): y[i·ldy + j] = bias_j + Σ_c x_ic·w_jc.
 // With prefetch, each line of the next tile's rows is prefetched as this tile reaches it: rows of 2 KiB (k = 1024)
@@ -180,11 +185,10 @@ void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const float* x = a.x + i0 * a.ldx;
   float* y = a.y + i0 * a.ldy;
-  std::size_t r = 0;
   const auto bias = [&](std::size_t j) { return a.bias != nullptr ? a.bias + j : nullptr; };
-  for (; r + 2 * NR <= a.n; r += NR) f16_tile<MR, NR, true>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
-  for (; r + NR <= a.n; r += NR) f16_tile<MR, NR, false>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
-  for (; r < a.n; ++r) f16_tile<MR, 1, false>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
+  tile_rows<NR>(a.n, [&](std::size_t r, auto nr, auto prefetch) {
+    f16_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
+  });
 }
 
 void f16_x86(const LinearArgs& a) noexcept {
@@ -228,13 +232,7 @@ std::uint32_t absmax_bits_x86(const float* x, std::size_t n) noexcept {
   h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
   m = static_cast<std::uint32_t>(_mm_cvtsi128_si32(h));
 #endif
-  for (; i < n; ++i) {
-    std::uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
-  }
-  return m;
+  return absmax_bits_from(x, i, n, m);
 }
 
 // q = round-half-away-from-zero(x / s), as quantize_one: the same division, truncation and correction by ±1 where
@@ -298,12 +296,7 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 64, rem = seg % 64;
   const __mmask64 tail_mask = rem == 0 ? 0 : ~__mmask64{0} >> (64 - rem);
   const __m512i bias128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  const std::int8_t* const xq = ch.q + i0 * ch.ldq;
-  const float* const sx = ch.sx + i0 * ch.ldsx;
-  // Row j of the tile at wt + j·ldw: one pointer and the stride (GCC would keep NR pointers, too many registers).
-  const std::int8_t* const wt = w + r0 * ldw;
-  const float* sw[NR];
-  for (int j = 0; j < NR; ++j) sw[j] = row_scales(ch, r0 + j);
+  const auto [xq, sx, wt, sw] = q8_tile_source<NR>(w, ldw, ch, i0, r0);
   const std::uintptr_t ahead = NR * ldw;
   __m512 f[MR][NR];
   for (int i = 0; i < MR; ++i)
@@ -374,11 +367,7 @@ void q8_tile_packed(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, co
   const __m512i lane_group = _mm512_srl_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm_cvtsi32_si128(shift));
   const std::size_t ahead = NR * ldw;
-  const std::int8_t* const xq = ch.q + i0 * ch.ldq;
-  const float* const sx = ch.sx + i0 * ch.ldsx;
-  const std::int8_t* const wt = w + r0 * ldw;
-  const float* sw[NR];
-  for (int j = 0; j < NR; ++j) sw[j] = row_scales(ch, r0 + j);
+  const auto [xq, sx, wt, sw] = q8_tile_source<NR>(w, ldw, ch, i0, r0);
   __m512 f[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) f[i][j] = _mm512_setzero_ps();
@@ -420,10 +409,9 @@ void q8_tile_packed(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, co
 template <int MR, int NR, bool OneGroup>
 void q8_rows_packed(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch,
                     const __m512i* const* ncorr, std::size_t i0) noexcept {
-  std::size_t r = 0;
-  for (; r + 2 * NR <= n; r += NR) q8_tile_packed<MR, NR, OneGroup, true>(w, ldw, ch, ncorr, i0, r);
-  for (; r + NR <= n; r += NR) q8_tile_packed<MR, NR, OneGroup, false>(w, ldw, ch, ncorr, i0, r);
-  for (; r < n; ++r) q8_tile_packed<MR, 1, OneGroup, false>(w, ldw, ch, ncorr, i0, r);
+  tile_rows<NR>(n, [&](std::size_t r, auto nr, auto prefetch) {
+    q8_tile_packed<MR, decltype(nr)::value, OneGroup, decltype(prefetch)::value>(w, ldw, ch, ncorr, i0, r);
+  });
 }
 
 // Packed groups, MR x rows from row i0 of the chunk: −128·Σ x of every lane of every vector of x, once per chunk for
@@ -456,10 +444,9 @@ void q8_packed_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const 
 // x row: 8 spilled).
 template <int MR, int NR>
 void q8_segment_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
-  std::size_t r = 0;
-  for (; r + 2 * NR <= n; r += NR) q8_tile<MR, NR, true>(w, ldw, ch, i0, r);
-  for (; r + NR <= n; r += NR) q8_tile<MR, NR, false>(w, ldw, ch, i0, r);
-  for (; r < n; ++r) q8_tile<MR, 1, false>(w, ldw, ch, i0, r);
+  tile_rows<NR>(n, [&](std::size_t r, auto nr, auto prefetch) {
+    q8_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(w, ldw, ch, i0, r);
+  });
 }
 
 #define MICROATTN_Q8_NAME "linear_q8_2x4_avx512vnni"
@@ -553,10 +540,9 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
 #if !MICROATTN_LINEAR_ZMM_VNNI
 template <int MR, int NR>
 void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
-  std::size_t r = 0;
-  for (; r + 2 * NR <= n; r += NR) q8_tile<MR, NR, true>(w, ldw, ch, i0, r);
-  for (; r + NR <= n; r += NR) q8_tile<MR, NR, false>(w, ldw, ch, i0, r);
-  for (; r < n; ++r) q8_tile<MR, 1, false>(w, ldw, ch, i0, r);
+  tile_rows<NR>(n, [&](std::size_t r, auto nr, auto prefetch) {
+    q8_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(w, ldw, ch, i0, r);
+  });
 }
 #endif
 
