@@ -3,8 +3,8 @@
 //
 // The row functions work row by row on a MatrixView (the norms read each row two or three times) with no
 // workspace and no libm call but sqrtf (exp and erfc are the library's own): a firmware that does not call them
-// links none of this code. Accuracy bounds below are in units of u = 2⁻²⁴ and hold on every target (FMA or not); the tests check
-// them against double-precision references over row lengths 1…70, 255…257, odd strides and extreme values.
+// links none of this code. Accuracy bounds below are in units of u = 2⁻²⁴ and hold on every target (FMA or not); the
+// tests check them against double-precision references over row lengths 1…70, 255…257, odd strides and extreme values.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,7 @@
 
 #include "microattn/attention.hpp"
 #include "microattn/config.hpp"
+#include "microattn/detail/block_parts.hpp"
 #include "microattn/layers.hpp"
 #include "microattn/matrix_view.hpp"
 #include "microattn/status.hpp"
@@ -65,12 +66,12 @@ enum class Activation : std::uint8_t { relu = 0, gelu = 1, gelu_tanh = 2, silu =
 //   relu exact; silu |y − y*| <= 8u·|y*|; gelu <= (16 + 1.5·x²)·u·|y*|; gelu_tanh <= (12 + 4·|v|)·u·|y*| with
 //   v = 1.5958·(x + 0.044715·x³). The terms in x² and v are the rounding of the tail's exponent (x²/2 or v in
 //   float), which the result amplifies by that exponent: the functions' own condition number at large negative
-//   x, not cancellation (PyTorch's float formulas return 0 there, beyond x ≈ −9); plus, where y* is below FLT_MIN (subnormal),
+//   x, not cancellation (PyTorch's float formulas return 0 there, beyond x ≈ −9); plus, where y* is below FLT_MIN
+//   (subnormal),
 //   (|x| + 1)·2⁻¹⁴⁹ absolute.
 // Errors (x untouched): null_pointer; misaligned; invalid_shape (a dimension 0, stride < cols, extent overflow,
 // or an Activation outside the enum).
 Status activate_rows(MatrixView<float> x, Activation a) noexcept;
-
 
 // ---- transformer blocks -----------------------------------------------------------------------------------------
 // Both blocks hold their attention's K/V cache and, unless they share one, a per-call scratch. The logic is one
@@ -117,52 +118,16 @@ struct EncoderLayerConfig {
 
 // llama2.c's model.py / HF Llama's decoder layer: no biases.
 struct DecoderLayerWeights {
-  WeightMatrix wq, wk, wv, wo;  // q_proj (Heads·HeadDim × ModelDim), k_proj, v_proj (KvHeads·HeadDim × ModelDim), o_proj
+  WeightMatrix wq, wk, wv,
+      wo;  // q_proj (Heads·HeadDim × ModelDim), k_proj, v_proj (KvHeads·HeadDim × ModelDim), o_proj
   WeightMatrix w1, w2, w3;      // gate_proj (Hidden × ModelDim), down_proj (ModelDim × Hidden), up_proj (as w1)
   const float* attention_norm;  // input_layernorm.weight (ModelDim; nullptr: 1): h = x + attn(rms_norm(x))
-  const float* ffn_norm;        // post_attention_layernorm.weight: y = h + w2(silu(w1·h') ⊙ w3·h'), h' = rms_norm(h)
+  const float* ffn_norm;  // post_attention_layernorm.weight: y = h + w2(silu(w1·h') ⊙ w3·h'), h' = rms_norm(h)
 };
 struct DecoderLayerConfig {
   LayerConfig attention;  // rope (theta, dims, interleaved: llama2.c true, HF false), window, as MultiHeadAttention
   float rms_norm_eps = 1e-5f;
 };
-
-namespace detail {
-// What a block lends to its non-template function: its attention's parts (scratch: the block's whole scratch,
-// the attention's part first) and the feed-forward width.
-struct BlockParts;
-// The attention step of a block over rows av (in place), by cache format: two functions, so that a block with an
-// f32 cache links none of the conversion code.
-using BlockAttention = Status (*)(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
-                                  const AttentionOptions& options) noexcept;
-Status block_attention_f32(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
-                           const AttentionOptions& options) noexcept;
-Status block_attention_cache(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
-                             const AttentionOptions& options) noexcept;
-struct BlockParts {
-  LayerParts attention;
-  std::size_t ffn;
-  std::size_t attention_scratch;  // floats of the scratch the attention uses (layer_scratch_floats with the format)
-  LayerCache cache;               // f16/q8 cache (attention.k, .v unused); format f32: unused
-  BlockAttention attend;
-};
-Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
-                   MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept;
-Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w, float eps, MatrixView<const float> x,
-                   MatrixView<float> y, const AttentionOptions& options) noexcept;
-inline LayerWeightMatrices decoder_attention_weights(const DecoderLayerWeights& w) noexcept {
-  return {w.wq, w.wk, w.wv, nullptr, nullptr, nullptr, w.wo, nullptr};
-}
-// The size checks both blocks' templates make (those of MultiHeadAttention, plus the feed-forward's).
-template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t KvHeads, std::size_t Ffn>
-constexpr bool block_sizes_ok() noexcept {
-  return MaxSeq > 0 && ModelDim > 0 && Heads > 0 && KvHeads > 0 && Ffn > 0 && ModelDim % Heads == 0 &&
-         Heads % KvHeads == 0 && ModelDim / Heads <= attention_max_head_dim &&
-         layer_kv_fits(MaxSeq, ModelDim, Heads, KvHeads) && layer_tiles_fit(ModelDim) &&
-         layer_bytes_fit(MaxSeq, ModelDim, Heads, KvHeads) && MaxSeq <= size_max / 4 / ModelDim &&
-         Ffn <= size_max / 8 / block_ffn_rows;
-}
-}  // namespace detail
 
 // nn.TransformerEncoderLayer (batch_first, eval), on x of at most MaxSeq rows × ModelDim:
 //   norm_first false: x = norm1(x + sa(x)); x = norm2(x + ff(x))   true: x += sa(norm1(x)); x += ff(norm2(x))
@@ -174,8 +139,7 @@ constexpr bool block_sizes_ok() noexcept {
 // Accuracy: each step within its own bound (attention, linear, layer_norm_rows, activate_rows); tested against a
 // float64 reference of PyTorch's semantics at 1e-4 of the output rows' magnitude.
 // RAM: ram_bytes (K/V of the self-attention, which forward refills, and the owned scratch) plus the weights struct.
-template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t FeedForward,
-          bool OwnsScratch = true>
+template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t FeedForward, bool OwnsScratch = true>
 class TransformerEncoderLayer {
   static_assert(detail::block_sizes_ok<MaxSeq, ModelDim, Heads, Heads, FeedForward>(),
                 "sizes: non-zero, ModelDim a multiple of Heads, a head dim attention takes, buffers that fit");
@@ -259,14 +223,12 @@ class DecoderLayer {
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
   explicit DecoderLayer(const DecoderLayerWeights& w, const DecoderLayerConfig& c = {}) noexcept
-      : weights_(w), attention_weights_(detail::decoder_attention_weights(w)), config_(c), state_{0, 0},
-        scratch_(nullptr) {
+      : weights_(w), attention_weights_(attention_weights(w)), config_(c), state_{0, 0}, scratch_(nullptr) {
     static_assert(OwnsScratch, "DecoderLayerSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   template <std::size_t Floats>
   DecoderLayer(const DecoderLayerWeights& w, LayerScratch<Floats>& scratch, const DecoderLayerConfig& c = {}) noexcept
-      : weights_(w), attention_weights_(detail::decoder_attention_weights(w)), config_(c), state_{0, 0},
-        scratch_(scratch.data) {
+      : weights_(w), attention_weights_(attention_weights(w)), config_(c), state_{0, 0}, scratch_(scratch.data) {
     static_assert(!OwnsScratch, "a DecoderLayer owns its scratch: use DecoderLayerSharedScratch");
     static_assert(Floats >= scratch_floats, "LayerScratch too small: use decoder_layer_scratch_floats");
   }
@@ -284,6 +246,10 @@ class DecoderLayer {
   const DecoderLayerConfig& config() const noexcept { return config_; }
 
  private:
+  // The attention's projections: a decoder's have no biases.
+  static LayerWeightMatrices attention_weights(const DecoderLayerWeights& w) noexcept {
+    return {w.wq, w.wk, w.wv, nullptr, nullptr, nullptr, w.wo, nullptr};
+  }
   detail::BlockParts parts() noexcept {
     constexpr bool f32 = Cache == Format::f32;
     unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);

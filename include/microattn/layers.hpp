@@ -13,6 +13,7 @@
 
 #include "microattn/attention.hpp"
 #include "microattn/config.hpp"
+#include "microattn/detail/layer_parts.hpp"
 #include "microattn/matrix_view.hpp"
 #include "microattn/status.hpp"
 #include "microattn/weights.hpp"
@@ -45,94 +46,6 @@ struct LayerConfig {
       false;  // false: pairs (i, i + rope_dims/2), HF Llama's rotate_half; true: pairs (2i, 2i+1), GPT-J / llama2.c
   std::size_t window = 0;  // the layer's sliding window (used where options.window is 0); enables the ring cache
 };
-
-namespace detail {
-
-struct LayerShape {
-  std::size_t max_seq, model_dim, heads, kv_heads, head_dim;
-};
-// The cache's bookkeeping: rows [0, cached) of K and V hold positions [position − cached, position).
-struct LayerState {
-  std::size_t cached;
-  std::size_t position;
-};
-// How a layer reads its weights (layers.cpp): one reader for LayerWeights (fp32 only: a firmware that builds its
-// layers from LayerWeights links no f16/q8 kernel), one for LayerWeightMatrices (every format, linear()'s kernels).
-struct LayerWeightReader;
-extern const LayerWeightReader layer_weights_f32;
-extern const LayerWeightReader layer_weight_matrices;
-// What a layer stores of its weights: those given to its constructor, read by the matching reader.
-union LayerWeightStore {
-  LayerWeights f32;
-  LayerWeightMatrices matrices;
-  explicit LayerWeightStore(const LayerWeights& w) noexcept : f32(w) {}
-  explicit LayerWeightStore(const LayerWeightMatrices& w) noexcept : matrices(w) {}
-};
-
-// The weight_problems bits (src/kernels/linear_kernels.hpp) of a layer's weight matrices for a call writing y:
-// its every call, and the C API's init (the cache and the scratch as y) run the same checks.
-unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t model_dim, std::size_t kv_dim,
-                                 const MatrixView<float>& y) noexcept;
-
-// Everything a layer lends to the non-template functions: its shape, weights (a LayerWeights or a
-// LayerWeightMatrices, as `reader` reads them), configuration, cache state, K and V (max_seq × kv_heads·head_dim
-// each) and the per-call scratch (layer_scratch_floats).
-struct LayerParts {
-  LayerShape shape;
-  const void* weights;
-  const LayerWeightReader* reader;
-  const LayerConfig* config;
-  LayerState* state;
-  float* k;
-  float* v;
-  float* scratch;
-};
-
-constexpr std::size_t layer_block_q = attention_block_q;
-
-// Size arithmetic of a layer, each step checked against std::size_t (the static_asserts of the template):
-// K/V floats 2·max_seq·kv_heads·head_dim, tile floats 2·layer_block_q·model_dim, and the whole buffer in
-// bytes, which must also fit a ptrdiff_t (the largest object). Parameters that passed the other asserts.
-constexpr std::size_t size_max = static_cast<std::size_t>(-1);
-constexpr bool layer_kv_fits(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
-                             std::size_t kv_heads) noexcept {
-  const std::size_t kv_dim = kv_heads * (model_dim / heads);  // <= model_dim: cannot overflow
-  return kv_dim == 0 || max_seq <= size_max / 2 / kv_dim;
-}
-constexpr bool layer_tiles_fit(std::size_t model_dim) noexcept { return model_dim <= size_max / 2 / layer_block_q; }
-constexpr bool layer_bytes_fit(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
-                               std::size_t kv_heads) noexcept {
-  const std::size_t max_floats = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(float);
-  const std::size_t kv = 2 * max_seq * (kv_heads * (model_dim / heads));
-  const std::size_t tiles = 2 * layer_block_q * model_dim;
-  const std::size_t ws = attention_workspace_floats(model_dim / heads, model_dim / heads);
-  return kv <= max_floats && tiles <= max_floats - kv && ws <= max_floats - kv - tiles;
-}
-
-// A K/V cache stored in f16 or q8 (layers.cpp, layer_run_cache): K and V of max_seq rows of kv_heads·head_dim
-// elements each (int8 or binary16 bits), and for q8 one float scale per row and K/V head (row-major, kv_heads
-// a row). The layer's scratch is then layer_scratch_floats(model_dim, heads, format).
-struct LayerCache {
-  Format format;
-  void* k;
-  void* v;
-  float* k_scales;
-  float* v_scales;
-};
-
-enum class LayerOp { forward, append, attend };
-// The one implementation of forward (self-attention: `query` and `context` the same view; refills the cache from
-// `context`), append (query == context == x) and attend (context unused: pass the query).
-Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
-                 MatrixView<float> y, const AttentionOptions& options) noexcept;
-// The same over an f16 or q8 cache (layer.k and layer.v unused): its own function, so that a firmware whose
-// layers all keep an f32 cache links none of the conversion code.
-Status layer_run_cache(const LayerParts& layer, const LayerCache& cache, LayerOp op, MatrixView<const float> query,
-                       MatrixView<const float> context, MatrixView<float> y, const AttentionOptions& options) noexcept;
-
-constexpr bool cache_format_ok(Format f) noexcept { return f == Format::f32 || f == Format::f16 || f == Format::q8; }
-
-}  // namespace detail
 
 // Floats of per-call scratch a layer of this shape uses: one query tile of Q and of the concatenated heads,
 // and the attention workspace. Layers that run one after another may share one such block (see
@@ -401,7 +314,14 @@ class MultiHeadAttention {
       return detail::layer_run_cache(cache_parts(), cache(), op, query, context, y, options);
   }
 
-  detail::LayerWeightStore weights_;
+  // What a layer stores of its weights: those given to its constructor, read by the matching reader.
+  union WeightStore {
+    LayerWeights f32;
+    LayerWeightMatrices matrices;
+    explicit WeightStore(const LayerWeights& w) noexcept : f32(w) {}
+    explicit WeightStore(const LayerWeightMatrices& w) noexcept : matrices(w) {}
+  };
+  WeightStore weights_;
   const detail::LayerWeightReader* reader_;
   LayerConfig config_;
   detail::LayerState state_;

@@ -1,0 +1,52 @@
+// microattn — internals of the transformer blocks (blocks.hpp): what a block lends to its non-template code and
+// the size checks of its static_asserts. Not an interface: names here may change between versions.
+#pragma once
+
+#include <cstddef>
+
+#include "microattn/attention.hpp"
+#include "microattn/detail/layer_parts.hpp"
+#include "microattn/matrix_view.hpp"
+#include "microattn/status.hpp"
+
+namespace microattn {
+
+struct EncoderLayerWeights;
+struct EncoderLayerConfig;
+struct DecoderLayerWeights;
+
+namespace detail {
+// What a block lends to its non-template function: its attention's parts (scratch: the block's whole scratch,
+// the attention's part first) and the feed-forward width.
+struct BlockParts;
+// The attention step of a block over rows av (in place), by cache format: two functions, so that a block with an
+// f32 cache links none of the conversion code.
+using BlockAttention = Status (*)(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                                  const AttentionOptions& options) noexcept;
+Status block_attention_f32(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                           const AttentionOptions& options) noexcept;
+Status block_attention_cache(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+                             const AttentionOptions& options) noexcept;
+struct BlockParts {
+  LayerParts attention;
+  std::size_t ffn;
+  std::size_t attention_scratch;  // floats of the scratch the attention uses (layer_scratch_floats with the format)
+  LayerCache cache;               // f16/q8 cache (attention.k, .v unused); format f32: unused
+  BlockAttention attend;
+};
+Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
+                   MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept;
+Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w, float eps, MatrixView<const float> x,
+                   MatrixView<float> y, const AttentionOptions& options) noexcept;
+// The size checks both blocks' templates make (those of MultiHeadAttention, plus the feed-forward's).
+template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t KvHeads, std::size_t Ffn>
+constexpr bool block_sizes_ok() noexcept {
+  return MaxSeq > 0 && ModelDim > 0 && Heads > 0 && KvHeads > 0 && Ffn > 0 && ModelDim % Heads == 0 &&
+         Heads % KvHeads == 0 && ModelDim / Heads <= attention_max_head_dim &&
+         layer_kv_fits(MaxSeq, ModelDim, Heads, KvHeads) && layer_tiles_fit(ModelDim) &&
+         layer_bytes_fit(MaxSeq, ModelDim, Heads, KvHeads) && MaxSeq <= size_max / 4 / ModelDim &&
+         Ffn <= size_max / 8 / attention_block_q;  // block_ffn_rows (blocks.hpp)
+}
+}  // namespace detail
+
+}  // namespace microattn
