@@ -11,18 +11,19 @@ namespace {
 
 // What the few-query path's passes share with the cache path's (attention/cache.hpp): rows of a pass are query
 // heads' rows, r → head r / n_q, query r % n_q.
-inline const float* pass_q_row(const QueryHeads& qh, std::size_t r) noexcept {
+inline __attribute__((always_inline)) const float* pass_q_row(const QueryHeads& qh, std::size_t r) noexcept {
   return qh.q.data + (r / qh.q.rows) * qh.q_head_offset + (r % qh.q.rows) * qh.q.stride;
 }
-inline float* pass_out_row(const QueryHeads& qh, std::size_t r) noexcept {
+inline __attribute__((always_inline)) float* pass_out_row(const QueryHeads& qh, std::size_t r) noexcept {
   return qh.out.data + (r / qh.q.rows) * qh.out_head_offset + (r % qh.q.rows) * qh.out.stride;
 }
 
 // Rows [r0, r0 + nr) start a pass: queries times q_factor into qs (nr × d_k), o (nr × d_v) zero, m −inf, l 0.
 // Returns the keys any of them sees ([n_kv, 0) when none does).
-inline KeyRange pass_start(const QueryHeads& qh, const AttentionOptions& options, std::size_t n_kv, std::size_t d_v,
-                           float q_factor, std::size_t r0, std::size_t nr, float* qs, float* o, float* m,
-                           float* l) noexcept {
+inline __attribute__((always_inline)) KeyRange pass_start(const QueryHeads& qh, const AttentionOptions& options,
+                                                          std::size_t n_kv, std::size_t d_v, float q_factor,
+                                                          std::size_t r0, std::size_t nr, float* qs, float* o, float* m,
+                                                          float* l) noexcept {
   const std::size_t d_k = qh.q.cols;
   KeyRange any{n_kv, 0};
   for (std::size_t r = 0; r < nr; ++r) {
@@ -42,8 +43,9 @@ inline KeyRange pass_start(const QueryHeads& qh, const AttentionOptions& options
 
 // The scores of keys [j0, j0 + bk) for rows [r0, r0 + nr) (s, row stride bw): the mask added, keys outside each
 // row's [lo, hi) hidden (−inf).
-inline void pass_hide(const QueryHeads& qh, const AttentionOptions& options, std::size_t n_kv, std::size_t r0,
-                      std::size_t nr, std::size_t j0, std::size_t bk, float* s, std::size_t bw) noexcept {
+inline __attribute__((always_inline)) void pass_hide(const QueryHeads& qh, const AttentionOptions& options,
+                                                     std::size_t n_kv, std::size_t r0, std::size_t nr, std::size_t j0,
+                                                     std::size_t bk, float* s, std::size_t bw) noexcept {
   const MatrixView<const float>& mask = options.mask;
   for (std::size_t r = 0; r < nr; ++r) {
     float* sr = s + r * bw;
@@ -60,7 +62,7 @@ inline void pass_hide(const QueryHeads& qh, const AttentionOptions& options, std
 }
 
 // Normalise a row's un-normalised output o (sum l) into dst; a query that saw no key (l == 0) gets zeros, not 0/0.
-inline void pass_store(float* dst, const float* o, float l, std::size_t d_v) noexcept {
+inline __attribute__((always_inline)) void pass_store(float* dst, const float* o, float l, std::size_t d_v) noexcept {
   const float inv = l == 0.0f ? 0.0f : 1.0f / l;
   for (std::size_t c = 0; c < d_v; ++c) dst[c] = l == 0.0f ? 0.0f : o[c] * inv;
 }
