@@ -2,7 +2,8 @@
 # The quick start on a fresh machine (scripts/test.sh fresh): a minimal Debian 12 root made with debootstrap in a
 # temporary folder, this checkout's files copied in, and there, with nothing installed beforehand, as a new user
 # would: the demo (scripts/demo.sh), then the host suite and the suites with tools of their own
-# (scripts/test.sh native cmake subproject). Each installs its own packages through scripts/deps.sh, so a package
+# (scripts/test.sh native cmake subproject), and the README's library-alone install, build and link as written
+# (scripts/readme_install_check.sh). Each installs its own packages through scripts/deps.sh, so a package
 # missing from a group fails here. Needs root (debootstrap, chroot, mounts) and Debian's archive.
 #   MICROATTN_FRESH_MIRROR   the archive (default http://deb.debian.org/debian)
 #   MICROATTN_FRESH_SUITES   what runs after the demo (default "native cmake subproject")
@@ -62,4 +63,5 @@ run() {  # what, command in the new root's checkout
 }
 run demo scripts/demo.sh
 run "$suites" "scripts/test.sh $suites"
+run "the README's library-alone install" "scripts/deps.sh cmake && scripts/readme_install_check.sh"
 echo "=== fresh: all passed in $(($(date +%s) - start)) s"
