@@ -292,65 +292,86 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
   }
 }
 
-// One x row × 4 weight rows with every accumulator named (q8_tile<1, 4>'s arrays stayed on the ARMv7 stack).
-__attribute__((noinline)) void q8_1x4(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t r0,
-                                      const float* sw_row) noexcept {
+// The lane sums of four int32 accumulators as one vector (lane j: the exact sum of a_j).
+inline int32x4_t isum4(int32x4_t a0, int32x4_t a1, int32x4_t a2, int32x4_t a3) noexcept {
+#if defined(__aarch64__)
+  return vpaddq_s32(vpaddq_s32(a0, a1), vpaddq_s32(a2, a3));
+#else
+  const int32x2_t s0 = vadd_s32(vget_low_s32(a0), vget_high_s32(a0)),
+                  s1 = vadd_s32(vget_low_s32(a1), vget_high_s32(a1));
+  const int32x2_t s2 = vadd_s32(vget_low_s32(a2), vget_high_s32(a2)),
+                  s3 = vadd_s32(vget_low_s32(a3), vget_high_s32(a3));
+  return vcombine_s32(vpadd_s32(s0, s1), vpadd_s32(s2, s3));
+#endif
+}
+
+// How q8_1x4 walks x and its four weight rows: AArch64 as base + one column offset c (GCC kept five stepping
+// pointers in vector registers), ARMv7 by stepping each pointer (its vld1 has no offset form).
+#if defined(__aarch64__)
+#define MICROATTN_Q8_AT(p) ((p) + c)
+#define MICROATTN_Q8_STEP(n) (c += (n))
+#else
+#define MICROATTN_Q8_AT(p) (p)
+#define MICROATTN_Q8_STEP(n) (xq += (n), w0 += (n), w1 += (n), w2 += (n), w3 += (n))
+#endif
+
+// One x row × weight rows [r, r_end) four at a time (r_end − r a multiple of 4), every accumulator named
+// (q8_tile<1, 4>'s arrays stayed on the ARMv7 stack). The chunk's fields are read once for all the tiles (at k = 64
+// a tile is four 16-byte steps, and its setup cost as much); each segment's four int32 sums are reduced exactly
+// and scaled as one vector.
+__attribute__((noinline)) void q8_1x4(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size_t r,
+                                      std::size_t r_end) noexcept {
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
-  const std::int8_t* xq = ch.q;
-  const std::int8_t* w0 = w + r0 * ldw;
-  const std::int8_t* w1 = w0 + ldw;
-  const std::int8_t* w2 = w1 + ldw;
-  const std::int8_t* w3 = w2 + ldw;
-  // sw_row: row r0's scales where every row has its own (rows_per_scale 1), the others sw_stride apart.
-  const float* const sw0 = sw_row != nullptr ? sw_row : row_scales(ch, r0);
-  const float* const sw1 = sw_row != nullptr ? sw0 + ch.sw_stride : row_scales(ch, r0 + 1);
-  const float* const sw2 = sw_row != nullptr ? sw1 + ch.sw_stride : row_scales(ch, r0 + 2);
-  const float* const sw3 = sw_row != nullptr ? sw2 + ch.sw_stride : row_scales(ch, r0 + 3);
-  float32x4_t f0 = vdupq_n_f32(0.0f), f1 = f0, f2 = f0, f3 = f0;
-  for (std::size_t s = 0; s < segs; ++s) {
-    int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
-    for (std::size_t v = full; v != 0; --v) {
-      const int8x16_t xv = vld1q_s8(xq);
-      a0 = dot16(a0, xv, vld1q_s8(w0));
-      a1 = dot16(a1, xv, vld1q_s8(w1));
-      a2 = dot16(a2, xv, vld1q_s8(w2));
-      a3 = dot16(a3, xv, vld1q_s8(w3));
-      xq += 16;
-      w0 += 16;
-      w1 += 16;
-      w2 += 16;
-      w3 += 16;
+  const std::size_t sw_stride = ch.sw_stride;
+  const bool own_scales = ch.rows_per_scale == 1;  // row j's scales at sw + j·sw_stride
+  for (; r < r_end; r += 4) {
+    const std::int8_t* xq = ch.q;
+    const std::int8_t* w0 = w + r * ldw;
+    const std::int8_t* w1 = w0 + ldw;
+    const std::int8_t* w2 = w1 + ldw;
+    const std::int8_t* w3 = w2 + ldw;
+    const float* const sw0 = own_scales ? ch.sw + r * sw_stride : row_scales(ch, r);
+    const float* const sw1 = own_scales ? sw0 + sw_stride : row_scales(ch, r + 1);
+    const float* const sw2 = own_scales ? sw1 + sw_stride : row_scales(ch, r + 2);
+    const float* const sw3 = own_scales ? sw2 + sw_stride : row_scales(ch, r + 3);
+    float32x4_t f = vdupq_n_f32(0.0f);
+    [[maybe_unused]] std::size_t c = 0;
+    for (std::size_t s = 0; s < segs; ++s) {
+      int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
+      for (std::size_t v = full; v != 0; --v) {
+        const int8x16_t xv = vld1q_s8(MICROATTN_Q8_AT(xq));
+        a0 = dot16(a0, xv, vld1q_s8(MICROATTN_Q8_AT(w0)));
+        a1 = dot16(a1, xv, vld1q_s8(MICROATTN_Q8_AT(w1)));
+        a2 = dot16(a2, xv, vld1q_s8(MICROATTN_Q8_AT(w2)));
+        a3 = dot16(a3, xv, vld1q_s8(MICROATTN_Q8_AT(w3)));
+        MICROATTN_Q8_STEP(16);
+      }
+      if (rem != 0) {
+        std::int8_t t[5][16] = {};
+        std::memcpy(t[0], MICROATTN_Q8_AT(xq), rem);
+        std::memcpy(t[1], MICROATTN_Q8_AT(w0), rem);
+        std::memcpy(t[2], MICROATTN_Q8_AT(w1), rem);
+        std::memcpy(t[3], MICROATTN_Q8_AT(w2), rem);
+        std::memcpy(t[4], MICROATTN_Q8_AT(w3), rem);
+        const int8x16_t xv = vld1q_s8(t[0]);
+        a0 = dot16(a0, xv, vld1q_s8(t[1]));
+        a1 = dot16(a1, xv, vld1q_s8(t[2]));
+        a2 = dot16(a2, xv, vld1q_s8(t[3]));
+        a3 = dot16(a3, xv, vld1q_s8(t[4]));
+        MICROATTN_Q8_STEP(rem);
+      }
+      float32x4_t sw = vdupq_n_f32(sw0[s]);
+      sw = vsetq_lane_f32(sw1[s], sw, 1);
+      sw = vsetq_lane_f32(sw2[s], sw, 2);
+      sw = vsetq_lane_f32(sw3[s], sw, 3);
+      f = vmlaq_n_f32(f, vmulq_f32(vcvtq_f32_s32(isum4(a0, a1, a2, a3)), sw), ch.sx[s]);
     }
-    if (rem != 0) {
-      std::int8_t t[5][16] = {};
-      std::memcpy(t[0], xq, rem);
-      std::memcpy(t[1], w0, rem);
-      std::memcpy(t[2], w1, rem);
-      std::memcpy(t[3], w2, rem);
-      std::memcpy(t[4], w3, rem);
-      const int8x16_t xv = vld1q_s8(t[0]);
-      a0 = dot16(a0, xv, vld1q_s8(t[1]));
-      a1 = dot16(a1, xv, vld1q_s8(t[2]));
-      a2 = dot16(a2, xv, vld1q_s8(t[3]));
-      a3 = dot16(a3, xv, vld1q_s8(t[4]));
-      xq += rem;
-      w0 += rem;
-      w1 += rem;
-      w2 += rem;
-      w3 += rem;
+    float* const y = ch.y + r;
+    if (ch.first) {
+      store4(y, ch.bias != nullptr ? ch.bias + r : nullptr, f);
+    } else {
+      vst1q_f32(y, vaddq_f32(vld1q_f32(y), f));
     }
-    const float sxs = ch.sx[s];
-    f0 = vmlaq_n_f32(f0, vmulq_n_f32(vcvtq_f32_s32(a0), sw0[s]), sxs);
-    f1 = vmlaq_n_f32(f1, vmulq_n_f32(vcvtq_f32_s32(a1), sw1[s]), sxs);
-    f2 = vmlaq_n_f32(f2, vmulq_n_f32(vcvtq_f32_s32(a2), sw2[s]), sxs);
-    f3 = vmlaq_n_f32(f3, vmulq_n_f32(vcvtq_f32_s32(a3), sw3[s]), sxs);
-  }
-  float* const y = ch.y + r0;
-  const float32x4_t v = sum4(f0, f1, f2, f3);
-  if (ch.first) {
-    store4(y, ch.bias != nullptr ? ch.bias + r0 : nullptr, v);
-  } else {
-    vst1q_f32(y, vaddq_f32(vld1q_f32(y), v));
   }
 }
 
@@ -358,8 +379,10 @@ template <int MR, int NR>
 void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
   std::size_t r = 0;
   if constexpr (MR == 1 && NR == 4) {
-    if (i0 == 0)
-      for (; r + 4 <= n; r += 4) q8_1x4(w, ldw, ch, r, ch.rows_per_scale == 1 ? ch.sw + r * ch.sw_stride : nullptr);
+    if (i0 == 0) {
+      r = n / 4 * 4;
+      if (r != 0) q8_1x4(w, ldw, ch, 0, r);
+    }
   }
   for (; r + NR <= n; r += NR) q8_tile<MR, NR>(w, ldw, ch, i0, r);
   for (; r < n; ++r) q8_tile<MR, 1>(w, ldw, ch, i0, r);
