@@ -29,19 +29,6 @@ namespace {
 
 #define MICROATTN_LINEAR_HELIUM_INLINE inline __attribute__((always_inline))
 
-// Rows [r, r + 4) of a tile; rows past n (a last, partial tile) repeat row n − 1 and are not stored.
-MICROATTN_LINEAR_HELIUM_INLINE std::size_t clamp_row(std::size_t r, std::size_t n) noexcept {
-  return r < n ? r : n - 1;
-}
-
-// y[0..rows) = base + v, base = bias (or 0) when first, else y itself.
-MICROATTN_LINEAR_HELIUM_INLINE void store_rows(float* y, const float* bias, bool first, float32x4_t v,
-                                               std::size_t rows) noexcept {
-  const mve_pred16_t p = vctp32q(static_cast<std::uint32_t>(rows));
-  const float32x4_t base = first ? (bias != nullptr ? vldrwq_z_f32(bias, p) : vdupq_n_f32(0.0f)) : vldrwq_z_f32(y, p);
-  vstrwq_p_f32(y, vaddq_f32(base, v), p);
-}
-
 // ---- q8 -------------------------------------------------------------------------------------------------------
 
 std::uint32_t absmax_bits_helium(const float* x, std::size_t n) noexcept {
@@ -71,17 +58,11 @@ MICROATTN_LINEAR_HELIUM_INLINE std::int8_t quantize_helium_one(float x, float s)
   return static_cast<std::int8_t>(v);
 }
 
-void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
-  // In vectors, x·(1/s) rounded by VCVTA stands for the rounding of x / s unless it lies near a half integer:
-  // |x / s| <= 127 + 2⁻¹⁷, so the product (two roundings) and the quotient (one) are within 2⁻¹⁵ of each other
-  // and round alike when the product's distance to its nearest integer is below ½ − 2⁻¹⁴. The largest distance of
-  // each block of 16 is checked, and a block beyond it (about one in 500 for random x) redone with the division.
-  // A tiny s (whose x may be subnormal, flushed by vector arithmetic where the FPU keeps them) takes the division.
-  constexpr std::uint32_t near_half = 0x3efff800u;  // ½ − 2⁻¹⁴ as bits (the distances are non-negative floats)
-  if (!(s >= 0x1p-100f)) {
-    for (std::size_t i = 0; i < n; ++i) q[i] = quantize_helium_one(x[i], s);
-    return;
-  }
+constexpr std::uint32_t quantize_near_half = 0x3efff800u;  // ½ − 2⁻¹⁴ as bits (the distances are non-negative)
+
+// quantize_helium's vectors: returns the largest distance of the last n % 16 products to their integers (as bits).
+MICROATTN_LINEAR_HELIUM_INLINE std::uint32_t quantize_vectors(const float* x, std::size_t n, float s,
+                                                              std::int8_t* q) noexcept {
   const float r = 1.0f / s;
   std::uint32_t rb, d, k;
   std::memcpy(&rb, &r, sizeof rb);
@@ -130,11 +111,21 @@ void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noe
       "b 2b\n"
       "6:\n\t"
       : [d] "=&r"(d), [k] "=&r"(k), [x] "+r"(xp), [q] "+l"(qp)
-      : [n] "r"(n), [r] "r"(rb), [s] "t"(s), [thr] "r"(near_half)
+      : [n] "r"(n), [r] "r"(rb), [s] "t"(s), [thr] "r"(quantize_near_half)
       : "q0", "q1", "q2", "lr", "cc", "memory");
 #undef MICROATTN_QUANTIZE_4
-  if (d < near_half) return;
-  for (std::size_t i = n & ~static_cast<std::size_t>(15); i < n; ++i) q[i] = quantize_helium_one(x[i], s);  // the tail
+  return d;
+}
+
+void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+  // In vectors, x·(1/s) rounded by VCVTA stands for the rounding of x / s unless it lies near a half integer:
+  // |x / s| <= 127 + 2⁻¹⁷, so the product (two roundings) and the quotient (one) are within 2⁻¹⁵ of each other
+  // and round alike when the product's distance to its nearest integer is below ½ − 2⁻¹⁴. The largest distance of
+  // each block of 16 is checked, and a block beyond it (about one in 500 for random x) redone with the division.
+  // A tiny s (whose x may be subnormal, flushed by vector arithmetic where the FPU keeps them) takes the division.
+  std::size_t divide_from = 0;  // the division from here on
+  if (s >= 0x1p-100f) divide_from = quantize_vectors(x, n, s, q) < quantize_near_half ? n : n & ~static_cast<std::size_t>(15);
+  for (std::size_t i = divide_from; i < n; ++i) q[i] = quantize_helium_one(x[i], s);
 }
 
 // Four rows' int32 sums over `steps` vectors of 16 columns; the pointers advance past them. asm: VMLADAVA's
@@ -349,32 +340,36 @@ void quads_x64(const std::int8_t* w0, float* y, std::size_t quads, QuadJob& job,
 #undef MICROATTN_Q8_STEP_NEXT
 }
 
-// Segments of whole 16-column vectors, four rows at a time: each segment's four sums scaled as one vector, the
-// segments added in order (from −0, which leaves every value as it is), then the bias, y, or 0 added. Whole quads
-// with one scale per row through the asm kernels; the last n % 4 rows (and scales shared by rows) here.
-void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
-  const std::size_t segs = ch.len / ch.seg, steps = ch.seg / 16, st = ch.sw_stride;
-  const bool per_row = ch.rows_per_scale == 1;
+// Four rows at a time: each segment's four sums scaled as one vector (times the weight scales, times sx), the
+// segments added in order, then the bias, y, or 0 added. Whole quads of segments of whole 16-column vectors with
+// one scale per row go through the asm kernels: there the segments are summed from −0 (which leaves every value
+// as it is) by adds. The other rows and layouts are done here: a segment's last seg % 16 columns through
+// predicated loads (inactive lanes read nothing and give zeros), and where there are such columns the segments
+// are summed from 0 by fused multiply-adds (as they always were, so that each layout keeps its results).
+void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+  assert(ch.rows == 1);
+  const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16, st = ch.sw_stride;
+  const bool per_row = ch.rows_per_scale == 1, fused = rem != 0;
   const float* base = ch.first ? ch.bias : ch.y;
   std::size_t r = 0;
-  if (per_row && n >= 4) {
+  if (!fused && per_row && n >= 4) {
     const std::size_t quads = n / 4;
     QuadJob job{ch.q,
-                      ch.sx,
-                      ch.sx + segs,
-                      static_cast<std::uint32_t>(steps / 4),
-                      static_cast<std::uint32_t>(steps % 4),
-                      static_cast<std::uint32_t>(ldw),
-                      static_cast<std::uint32_t>(4 * ldw - ch.len),
-                      static_cast<std::uint32_t>(16 * st - 4 * segs),
-                      ch.y + 4 * quads,
-                      {},
-                      base != nullptr ? 0xffffu : 0u,
-                      0};
+                ch.sx,
+                ch.sx + segs,
+                static_cast<std::uint32_t>(full / 4),
+                static_cast<std::uint32_t>(full % 4),
+                static_cast<std::uint32_t>(ldw),
+                static_cast<std::uint32_t>(4 * ldw - ch.len),
+                static_cast<std::uint32_t>(16 * st - 4 * segs),
+                ch.y + 4 * quads,
+                {},
+                base != nullptr ? 0xffffu : 0u,
+                0};
     const uint32x4_t lanes = vidupq_n_u32(0, 4);
     const auto addr = [](const void* p) { return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p)); };
     const uint32x4_t base_off = vaddq_n_u32(lanes, base != nullptr ? addr(base) - addr(ch.y) : 0u);
-    if (segs == 1 && steps == 4 && st == 1) {
+    if (segs == 1 && full == 4 && st == 1) {
       quads_x64(w, ch.y, quads, job, vaddq_n_u32(lanes, addr(ch.sw) - 16), base_off, ch.sx[0]);
     } else {
       quads_x16(w, ch.y, job, vaddq_n_u32(vmulq_n_u32(lanes, static_cast<std::uint32_t>(st)), addr(ch.sw) - 4),
@@ -391,20 +386,33 @@ void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8C
   } else {
     base += r;
   }
+  const mve_pred16_t tail = vctp8q(static_cast<std::uint32_t>(rem));
   for (; r < n; r += 4) {
     // Rows past n repeat row n − 1 and are not stored.
     const std::size_t last = n - r < 4 ? n - 1 - r : 3;
     const std::size_t d1 = last < 1 ? 0 : ldw, d2 = last < 2 ? d1 : 2 * ldw, d3 = last * ldw;
-    const uint32x4_t sw_offsets = vmulq_n_u32(vminq_u32(vidupq_n_u32(0, 1), vdupq_n_u32(static_cast<std::uint32_t>(last))),
-                                              static_cast<std::uint32_t>(st));
+    const uint32x4_t sw_offsets = vmulq_n_u32(
+        vminq_u32(vidupq_n_u32(0, 1), vdupq_n_u32(static_cast<std::uint32_t>(last))), static_cast<std::uint32_t>(st));
     const std::int8_t* p0 = w + r * ldw;
     const std::int8_t *p1 = p0 + d1, *p2 = p0 + d2, *p3 = p0 + d3;
     const std::int8_t* xp = ch.q;
     const float* sw = ch.sw + r * st;
-    float32x4_t f = vdupq_n_f32(-0.0f);
+    float32x4_t f = vdupq_n_f32(fused ? 0.0f : -0.0f);
     for (std::size_t s = 0; s < segs; ++s) {
       std::int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      dot16_x4(xp, p0, p1, p2, p3, steps, a0, a1, a2, a3);
+      if (full != 0) dot16_x4(xp, p0, p1, p2, p3, full, a0, a1, a2, a3);
+      if (rem != 0) {
+        const int8x16_t xv = vldrbq_z_s8(xp, tail);
+        a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(p0, tail));
+        a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(p1, tail));
+        a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(p2, tail));
+        a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(p3, tail));
+        xp += rem;
+        p0 += rem;
+        p1 += rem;
+        p2 += rem;
+        p3 += rem;
+      }
       float32x4_t swv;
       if (per_row) {
         swv = vldrwq_gather_shifted_offset_f32(sw + s, sw_offsets);
@@ -413,63 +421,12 @@ void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8C
                                    row_scales(ch, r + (last < 2 ? last : 2)), row_scales(ch, r + last)};
         swv = scales4(p, s);
       }
-      f = vaddq_f32(f, vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(sums4(a0, a1, a2, a3)), swv), ch.sx[s]));
+      const float32x4_t t = vmulq_f32(vcvtq_f32_s32(sums4(a0, a1, a2, a3)), swv);
+      f = fused ? vfmaq_n_f32(f, t, ch.sx[s]) : vaddq_f32(f, vmulq_n_f32(t, ch.sx[s]));
     }
     const mve_pred16_t pr = vctp32q(static_cast<std::uint32_t>(n - r));
     vstrwq_p_f32(ch.y + r, vaddq_f32(vldrwq_z_f32(base, pr), f), pr);
     base += base_step;
-  }
-}
-
-void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
-  assert(ch.rows == 1);
-  if (ch.seg % 16 == 0) {
-    q8_rows_x16(w, ldw, n, ch);
-    return;
-  }
-  const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
-  const mve_pred16_t tail = vctp8q(static_cast<std::uint32_t>(rem));
-  // One scale per row per segment (rows_per_scale 1): the four rows' scales are one gather at these offsets.
-  const bool per_row = ch.rows_per_scale == 1;
-  const uint32x4_t sw_offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<std::uint32_t>(ch.sw_stride));
-  for (std::size_t r = 0; r < n; r += 4) {
-    const std::size_t rows = n - r < 4 ? n - r : 4;
-    const std::int8_t* w0 = w + r * ldw;
-    const std::int8_t* w1 = w + clamp_row(r + 1, n) * ldw;
-    const std::int8_t* w2 = w + clamp_row(r + 2, n) * ldw;
-    const std::int8_t* w3 = w + clamp_row(r + 3, n) * ldw;
-    const std::int8_t* xp = ch.q;
-    float32x4_t f = vdupq_n_f32(0.0f);
-    for (std::size_t s = 0; s < segs; ++s) {
-      std::int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      if (full != 0) dot16_x4(xp, w0, w1, w2, w3, full, a0, a1, a2, a3);
-      if (rem != 0) {
-        const int8x16_t xv = vldrbq_z_s8(xp, tail);
-        a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(w0, tail));
-        a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(w1, tail));
-        a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(w2, tail));
-        a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(w3, tail));
-        xp += rem;
-        w0 += rem;
-        w1 += rem;
-        w2 += rem;
-        w3 += rem;
-      }
-      int32x4_t acc = vdupq_n_s32(a0);
-      acc = vsetq_lane_s32(a1, acc, 1);
-      acc = vsetq_lane_s32(a2, acc, 2);
-      acc = vsetq_lane_s32(a3, acc, 3);
-      float32x4_t sw;
-      if (per_row && rows == 4) {
-        sw = vldrwq_gather_shifted_offset_f32(ch.sw + r * ch.sw_stride + s, sw_offsets);
-      } else {
-        const float* const p[4] = {row_scales(ch, r), row_scales(ch, clamp_row(r + 1, n)),
-                                   row_scales(ch, clamp_row(r + 2, n)), row_scales(ch, clamp_row(r + 3, n))};
-        sw = scales4(p, s);
-      }
-      f = vfmaq_n_f32(f, vmulq_f32(vcvtq_f32_s32(acc), sw), ch.sx[s]);
-    }
-    store_rows(ch.y + r, ch.bias != nullptr ? ch.bias + r : nullptr, ch.first, f, rows);
   }
 }
 
