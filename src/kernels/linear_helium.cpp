@@ -68,21 +68,20 @@ MICROATTN_LINEAR_HELIUM_INLINE std::uint32_t quantize_vectors(const float* x, st
   std::memcpy(&rb, &r, sizeof rb);
   const float* xp = x;
   std::int8_t* qp = q;
-#define MICROATTN_QUANTIZE_4                \
-  "vldrw.u32 q0, [%[x]], #16\n\t"          \
-  "vmul.f32 q0, q0, %[r]\n\t"              \
-  "vcvta.s32.f32 q1, q0\n\t"               \
-  "vcvt.f32.s32 q2, q1\n\t"                \
-  "vsub.f32 q2, q0, q2\n\t"                \
-  "vmaxnmav.f32 %[d], q2\n\t"              \
+#define MICROATTN_QUANTIZE_4      \
+  "vldrw.u32 q0, [%[x]], #16\n\t" \
+  "vmul.f32 q0, q0, %[r]\n\t"     \
+  "vcvta.s32.f32 q1, q0\n\t"      \
+  "vcvt.f32.s32 q2, q1\n\t"       \
+  "vsub.f32 q2, q0, q2\n\t"       \
+  "vmaxnmav.f32 %[d], q2\n\t"     \
   "vstrb.32 q1, [%[q]], #4\n\t"
   asm volatile(
       "movs %[d], #0\n\t"
       "lsrs %[k], %[n], #4\n\t"
       "beq 3f\n\t"
       "dls lr, %[k]\n"
-      "1:\n\t"
-      MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4
+      "1:\n\t" MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4
       "cmp %[d], %[thr]\n\t"
       "bhs 4f\n"
       "2:\n\t"
@@ -91,8 +90,7 @@ MICROATTN_LINEAR_HELIUM_INLINE std::uint32_t quantize_vectors(const float* x, st
       "ands %[k], %[n], #15\n\t"
       "beq 6f\n\t"
       "dlstp.32 lr, %[k]\n"
-      "5:\n\t"
-      MICROATTN_QUANTIZE_4
+      "5:\n\t" MICROATTN_QUANTIZE_4
       "letp lr, 5b\n\t"
       "b 6f\n"
       "4:\n\t"  // the block just done, again with the division
@@ -124,7 +122,8 @@ void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noe
   // each block of 16 is checked, and a block beyond it (about one in 500 for random x) redone with the division.
   // A tiny s (whose x may be subnormal, flushed by vector arithmetic where the FPU keeps them) takes the division.
   std::size_t divide_from = 0;  // the division from here on
-  if (s >= 0x1p-100f) divide_from = quantize_vectors(x, n, s, q) < quantize_near_half ? n : n & ~static_cast<std::size_t>(15);
+  if (s >= 0x1p-100f)
+    divide_from = quantize_vectors(x, n, s, q) < quantize_near_half ? n : n & ~static_cast<std::size_t>(15);
   for (std::size_t i = divide_from; i < n; ++i) q[i] = quantize_helium_one(x[i], s);
 }
 
@@ -162,7 +161,7 @@ MICROATTN_LINEAR_HELIUM_INLINE void dot16_x4(const std::int8_t*& xp, const std::
 // The four sums as a vector, through memory: the dual-lane VMOV (two general registers to lanes 0/2 or 1/3) is
 // avoided because QEMU 7.2 and the assemblers disagree on which register goes to which lane.
 MICROATTN_LINEAR_HELIUM_INLINE int32x4_t sums4(std::int32_t a0, std::int32_t a1, std::int32_t a2,
-                                              std::int32_t a3) noexcept {
+                                               std::int32_t a3) noexcept {
   alignas(8) const std::int32_t t[4] = {a0, a1, a2, a3};
   return vldrwq_s32(t);
 }
@@ -200,25 +199,35 @@ void quads_x16(const std::int8_t* w0, float* y, QuadJob& job, uint32x4_t sw_addr
   register std::int32_t a0 asm("r0"), a1 asm("r2"), a2 asm("r4"), a3 asm("r6");
   const std::int8_t *w1, *w2, *w3, *xp;
   const float* sxp;
-#define MICROATTN_Q8_STEP(offset)             \
-  "vldrb.u8 q0, [%[xp], #" #offset "]\n\t"   \
-  "vldrb.u8 q1, [%[w0], #" #offset "]\n\t"   \
-  "vmlava.s8 %[a0], q0, q1\n\t"              \
-  "vldrb.u8 q1, [%[w1], #" #offset "]\n\t"   \
-  "vmlava.s8 %[a1], q0, q1\n\t"              \
-  "vldrb.u8 q1, [%[w2], #" #offset "]\n\t"   \
-  "vmlava.s8 %[a2], q0, q1\n\t"              \
-  "vldrb.u8 q1, [%[w3], #" #offset "]\n\t"   \
+#define MICROATTN_Q8_STEP(offset)  \
+  "vldrb.u8 q0, [%[xp], #" #offset \
+  "]\n\t"                          \
+  "vldrb.u8 q1, [%[w0], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a0], q0, q1\n\t"    \
+  "vldrb.u8 q1, [%[w1], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a1], q0, q1\n\t"    \
+  "vldrb.u8 q1, [%[w2], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a2], q0, q1\n\t"    \
+  "vldrb.u8 q1, [%[w3], #" #offset \
+  "]\n\t"                          \
   "vmlava.s8 %[a3], q0, q1\n\t"
-#define MICROATTN_Q8_STEP_NEXT(bytes)         \
-  "vldrb.u8 q0, [%[xp]], #" #bytes "\n\t"    \
-  "vldrb.u8 q1, [%[w0]], #" #bytes "\n\t"    \
-  "vmlava.s8 %[a0], q0, q1\n\t"              \
-  "vldrb.u8 q1, [%[w1]], #" #bytes "\n\t"    \
-  "vmlava.s8 %[a1], q0, q1\n\t"              \
-  "vldrb.u8 q1, [%[w2]], #" #bytes "\n\t"    \
-  "vmlava.s8 %[a2], q0, q1\n\t"              \
-  "vldrb.u8 q1, [%[w3]], #" #bytes "\n\t"    \
+#define MICROATTN_Q8_STEP_NEXT(bytes) \
+  "vldrb.u8 q0, [%[xp]], #" #bytes    \
+  "\n\t"                              \
+  "vldrb.u8 q1, [%[w0]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a0], q0, q1\n\t"       \
+  "vldrb.u8 q1, [%[w1]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a1], q0, q1\n\t"       \
+  "vldrb.u8 q1, [%[w2]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a2], q0, q1\n\t"       \
+  "vldrb.u8 q1, [%[w3]], #" #bytes    \
+  "\n\t"                              \
   "vmlava.s8 %[a3], q0, q1\n\t"
   asm volatile(
       "vmrs %[a0], p0\n\t"
@@ -291,15 +300,14 @@ void quads_x64(const std::int8_t* w0, float* y, std::size_t quads, QuadJob& job,
   const std::int8_t* w2 = w1 + job.ldw;
   const std::int8_t* w3 = w2 + job.ldw;
   const std::size_t ld4 = 4 * job.ldw;
-#define MICROATTN_Q8_ROWS(op, xq, offset)       \
-  "vldrb.u8 q1, [%[w0], #" #offset "]\n\t"     \
-  op " %[a0], " xq ", q1\n\t"                  \
-  "vldrb.u8 q1, [%[w1], #" #offset "]\n\t"     \
-  op " %[a1], " xq ", q1\n\t"                  \
-  "vldrb.u8 q1, [%[w2], #" #offset "]\n\t"     \
-  op " %[a2], " xq ", q1\n\t"                  \
-  "vldrb.u8 q1, [%[w3], #" #offset "]\n\t"     \
-  op " %[a3], " xq ", q1\n\t"
+#define MICROATTN_Q8_ROWS(op, xq, offset)                   \
+  "vldrb.u8 q1, [%[w0], #" #offset "]\n\t" op " %[a0], " xq \
+  ", q1\n\t"                                                \
+  "vldrb.u8 q1, [%[w1], #" #offset "]\n\t" op " %[a1], " xq \
+  ", q1\n\t"                                                \
+  "vldrb.u8 q1, [%[w2], #" #offset "]\n\t" op " %[a2], " xq \
+  ", q1\n\t"                                                \
+  "vldrb.u8 q1, [%[w3], #" #offset "]\n\t" op " %[a3], " xq ", q1\n\t"
   asm volatile(
       "vmrs %[a0], p0\n\t"
       "str %[a0], [%[P], #56]\n\t"
@@ -445,24 +453,26 @@ void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const
 // Inf and NaN halves would come out finite and subnormal halves as subnormal floats, which vector arithmetic
 // flushes: every 8 halves are also checked as doubled 16-bit magnitudes u (the largest u, and the smallest u − 1,
 // which skips zeros). Returns false when the quad holds such a weight. sums: the four rows' sums.
-bool f16_quad_helium(const float* x, const std::uint16_t* w0, std::size_t ldw, std::size_t k8,
-                     float sums[4]) noexcept {
+bool f16_quad_helium(const float* x, const std::uint16_t* w0, std::size_t ldw, std::size_t k8, float sums[4]) noexcept {
   const std::uint16_t* w1 = w0 + ldw;
   const std::uint16_t* w2 = w1 + ldw;
   const std::uint16_t* w3 = w2 + ldw;
   register std::size_t count asm("lr") = k8 / 8;
   std::uint32_t umax, umin;
-#define MICROATTN_F16_ROW(p, acc)              \
-  "vldrh.u16 q6, [%[" p "]], #16\n\t"         \
-  "vshllt.s16 q7, q6, #13\n\t"                \
-  "vbic.i32 q7, #0x70000000\n\t"              \
-  "vfma.f32 " acc ", q1, q7\n\t"              \
-  "vshllb.s16 q7, q6, #13\n\t"                \
-  "vbic.i32 q7, #0x70000000\n\t"              \
-  "vfma.f32 " acc ", q0, q7\n\t"              \
-  "vshl.i16 q6, q6, #1\n\t"                   \
-  "vmaxv.u16 %[umax], q6\n\t"                 \
-  "vsub.i16 q6, q6, %[one]\n\t"               \
+#define MICROATTN_F16_ROW(p, acc) \
+  "vldrh.u16 q6, [%[" p           \
+  "]], #16\n\t"                   \
+  "vshllt.s16 q7, q6, #13\n\t"    \
+  "vbic.i32 q7, #0x70000000\n\t"  \
+  "vfma.f32 " acc                 \
+  ", q1, q7\n\t"                  \
+  "vshllb.s16 q7, q6, #13\n\t"    \
+  "vbic.i32 q7, #0x70000000\n\t"  \
+  "vfma.f32 " acc                 \
+  ", q0, q7\n\t"                  \
+  "vshl.i16 q6, q6, #1\n\t"       \
+  "vmaxv.u16 %[umax], q6\n\t"     \
+  "vsub.i16 q6, q6, %[one]\n\t"   \
   "vminv.u16 %[umin], q6\n\t"
   asm volatile(
       "movs %[umax], #0\n\t"
@@ -530,7 +540,8 @@ bool f16_x_plain(const float* x, std::size_t k8) noexcept {
 
 // Σ x_c·w_c over c in [c0, k) in order on the scalar FPU, each half converted by VCVTB (exact for every pattern;
 // FPSCR.FZ does not apply to half-precision conversions).
-__attribute__((noinline)) float f16_dot_scalar(const float* x, const std::uint16_t* w, std::size_t c0, std::size_t k) noexcept {
+__attribute__((noinline)) float f16_dot_scalar(const float* x, const std::uint16_t* w, std::size_t c0,
+                                               std::size_t k) noexcept {
   float s = 0.0f;
   for (std::size_t c = c0; c < k; ++c) {
     float h;
