@@ -929,6 +929,36 @@ void check_quantize(const md::LinearKernels& t) {
       if (qb[0] != 99 || qb[n + 1] != 99) chk.flag("write outside q");
       bench("quantize", t.name, chk.sizes(), [&] { t.quantize(x.data(), n, s, qs.data() + 1); });
     }
+  // Quotients at and around half integers (x = (j + ½)·s rounded, and a few ulps off): a kernel that rounds
+  // anything but the float quotient x / s (a product with 1/s, say) lands on the other side of some of them. Scales
+  // with random significands, small ones where x may be subnormal, blocks of every length around 16.
+  std::mt19937 rng(seed);
+  for (int round = 0; round < 40; ++round) {
+    const std::size_t n = 1 + rng() % 70;
+    const int e = round % 8 == 7 ? -126 + static_cast<int>(rng() % 4) : static_cast<int>(rng() % 40) - 20;
+    const float s = std::ldexp(1.0f + static_cast<float>(rng() & 0x7fffffu) * 0x1p-23f, e);
+    chk.at(dims({{"n", n}, {"near_ties_round", static_cast<std::size_t>(round)}}));
+    Guarded x(1, n, 0, true);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int j = static_cast<int>(rng() % 254) - 127;  // j + ½ in [−127, 126.5]
+      float v = static_cast<float>((j + 0.5) * static_cast<double>(s));
+      for (int u = static_cast<int>(rng() % 5) - 2; u != 0; u += u > 0 ? -1 : 1)
+        v = std::nextafter(v, u > 0 ? 1e30f : -1e30f);
+      if (rng() % 8 == 0) v = static_cast<float>(static_cast<int>(rng() % 255) - 127) * s;
+      x.at(0, i) = std::fabs(v) <= 127.0f * s ? v : std::copysign(127.0f * s, v);
+    }
+    std::vector<std::int8_t> qb(n + 2, 99), qs(n + 2, 99);
+    t.quantize(x.data(), n, s, qb.data() + 1);
+    lscalar().quantize(x.data(), n, s, qs.data() + 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      // The float quotient (the double quotient rounded to float is the correctly rounded one), half away from 0.
+      const double u = static_cast<float>(static_cast<double>(x.at(0, i)) / static_cast<double>(s));
+      const double want = u < 0 ? -std::floor(-u + 0.5) : std::floor(u + 0.5);
+      chk.value("q near a tie", 0, i, qb[i + 1], want, -1.0);
+      chk.value("q near a tie vs scalar", 0, i, qb[i + 1], qs[i + 1], -1.0);
+    }
+    if (qb[0] != 99 || qb[n + 1] != 99) chk.flag("write outside q");
+  }
 }
 
 struct LinearField {

@@ -430,8 +430,14 @@ TEST_P(LinearKernel, Q8BoundIsTightForAdversarialX) {
 
 // Every binary16 bit pattern, each alone in its weight row (the other weights +0) at a column that moves across the
 // vector lanes and tails: y = x·value exactly (x = 1, −2, 0.5), inf stays inf, NaN stays NaN.
+void check_f16_every_bit_pattern(Table t, std::size_t k);
 TEST_P(LinearKernel, F16EveryBitPatternExactly) {
-  constexpr std::size_t k = 19, block = 4096;
+  // k = 16: every pattern in the vector kernels' whole groups of columns; 19: some in a last partial group.
+  for (std::size_t k : {16, 19}) check_f16_every_bit_pattern(GetParam(), k);
+}
+
+void check_f16_every_bit_pattern(Table t, std::size_t k) {
+  constexpr std::size_t block = 4096;
   Guarded x(3, k);
   for (std::size_t c = 0; c < k; ++c) {
     x.at(0, c) = 1.0f;
@@ -444,7 +450,7 @@ TEST_P(LinearKernel, F16EveryBitPatternExactly) {
     for (std::size_t r = 0; r < block; ++r)
       for (std::size_t c = 0; c < k; ++c)
         w.f16()[r * k + c] = c == r % k ? static_cast<std::uint16_t>(first + r) : std::uint16_t{0};
-    run(GetParam(), w, x, nullptr, y);
+    run(t, w, x, nullptr, y);
     std::size_t bad = 0;
     for (std::size_t i = 0; i < 3; ++i)
       for (std::size_t r = 0; r < block; ++r) {
@@ -452,11 +458,32 @@ TEST_P(LinearKernel, F16EveryBitPatternExactly) {
         const double got = y.at(i, r);
         const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
         if (!ok && bad++ < 5)
-          ADD_FAILURE() << GetParam()->name << ": pattern 0x" << std::hex << first + r << std::dec << " times "
+          ADD_FAILURE() << t->name << " k=" << k << ": pattern 0x" << std::hex << first + r << std::dec << " times "
                         << x.at(i, 0) << ": got " << got << ", want " << want;
       }
     EXPECT_EQ(bad, 0u) << "patterns from " << first;
   }
+  EXPECT_TRUE(y.canaries_intact());
+}
+
+// f16 weights of every magnitude against x rows with subnormal elements and with elements of 2¹⁶ and more (which a
+// vector kernel that widens the halves in integer instructions, flushing subnormal operands, cannot take as they are).
+TEST_P(LinearKernel, F16WithSubnormalAndLargeX) {
+  constexpr std::size_t n = 9, k = 24;
+  Weights w(Format::f16, n, k, 0, 0, false);
+  std::mt19937 rng(8000);
+  for (std::size_t i = 0; i < n * k; ++i)  // normal halves with exponents 1..30, either sign
+    w.f16()[i] = static_cast<std::uint16_t>(((rng() & 1u) << 15) | ((1 + rng() % 30) << 10) | (rng() & 1023u));
+  Guarded x(4, k);
+  for (std::size_t c = 0; c < k; ++c) {
+    x.at(0, c) = std::ldexp(static_cast<float>(1 + rng() % 1000), -140);  // subnormal
+    x.at(1, c) = c % 5 == 2 ? 3.0e-39f : 0.25f;                           // one subnormal among normal ones
+    x.at(2, c) = c % 7 == 3 ? 70000.0f : -1.5f;                           // 2¹⁶ and above
+    x.at(3, c) = static_cast<float>(c) - 11.5f;                           // plain
+  }
+  Guarded y(4, n);
+  run(GetParam(), w, x, nullptr, y);  // no bias: it would hide the subnormal rows' products
+  EXPECT_TRUE(matches(y, reference(w, x, nullptr), k, Format::f16));
   EXPECT_TRUE(y.canaries_intact());
 }
 

@@ -129,6 +129,9 @@ inline std::vector<const microattn::detail::LinearKernels*> all_linear_kernel_ta
   std::vector<const microattn::detail::LinearKernels*> t{&microattn::detail::scalar_linear_kernels()};
   if (microattn::detail::x86_linear_kernels() != nullptr) t.push_back(microattn::detail::x86_linear_kernels());
   if (microattn::detail::neon_linear_kernels() != nullptr) t.push_back(microattn::detail::neon_linear_kernels());
+#if MICROATTN_LINEAR_HELIUM
+  t.push_back(&microattn::detail::helium_linear_kernels());
+#endif
   return t;
 }
 inline std::string kernel_table_name(const ::testing::TestParamInfo<const microattn::detail::Kernels*>& info) {

@@ -3,11 +3,12 @@
 // q8: four weight rows per pass share each 16-byte vector of x; VMLADAVA.S8 sums 16 int8 products into an int32
 // (exact: a 256-column segment stays below 2²³), the last seg % 16 columns through predicated loads (inactive
 // lanes read nothing and give zeros). The four rows' sums are scaled as one vector per segment.
-// f16: the scalar FPU's kernel of linear_armv7em.cpp. MVE's own VCVTB.F32.F16 (Q registers) is what a Helium f16
-// kernel would use, but QEMU 7.2 faults on it as undefined (and objdump does not decode GCC 12's encoding), so it
-// could not be tested here.
-// Quantization: absmax on the float bits in vectors; x / s by the scalar FPU's division (MVE has none), rounded
-// by VCVTA (to nearest, ties away from zero: quantize_one's rule).
+// f16: four weight rows per pass, the halves widened to floats exactly in integer instructions (MVE's own
+// VCVTB.F32.F16 on Q registers faults as undefined under QEMU 7.2, and objdump does not decode GCC 12's encoding,
+// so it could not be tested here); inf, NaN and subnormal halves, whose bits this cannot take, on the scalar FPU.
+// Quantization: absmax on the float bits in vectors; x / s rounded by VCVTA (to nearest, ties away from zero:
+// quantize_one's rule) through x·(1/s) in vectors where that provably rounds alike, else the scalar FPU's division
+// (MVE has none).
 #include "kernels/linear_kernels.hpp"
 
 #if MICROATTN_LINEAR_HELIUM
@@ -17,6 +18,7 @@
 #pragma GCC optimize("O2")
 
 #include <cassert>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/scalar_math.hpp"
@@ -27,29 +29,25 @@ namespace {
 
 #define MICROATTN_LINEAR_HELIUM_INLINE inline __attribute__((always_inline))
 
-// Rows [r, r + 4) of a tile; rows past n (a last, partial tile) repeat row n − 1 and are not stored.
-MICROATTN_LINEAR_HELIUM_INLINE std::size_t clamp_row(std::size_t r, std::size_t n) noexcept {
-  return r < n ? r : n - 1;
-}
-
-// y[0..rows) = base + v, base = bias (or 0) when first, else y itself.
-MICROATTN_LINEAR_HELIUM_INLINE void store_rows(float* y, const float* bias, bool first, float32x4_t v,
-                                               std::size_t rows) noexcept {
-  const mve_pred16_t p = vctp32q(static_cast<std::uint32_t>(rows));
-  const float32x4_t base = first ? (bias != nullptr ? vldrwq_z_f32(bias, p) : vdupq_n_f32(0.0f)) : vldrwq_z_f32(y, p);
-  vstrwq_p_f32(y, vaddq_f32(base, v), p);
-}
-
 // ---- q8 -------------------------------------------------------------------------------------------------------
 
 std::uint32_t absmax_bits_helium(const float* x, std::size_t n) noexcept {
-  // The doubled bits (sign shifted out) order |x| as unsigned integers, NaN and inf above every finite value.
-  uint32x4_t m = vdupq_n_u32(0);
-  const auto* p = reinterpret_cast<const std::uint32_t*>(x);
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4, p += 4) m = vmaxq_u32(m, vshlq_n_u32(vldrwq_u32(p), 1));
-  if (i < n) m = vmaxq_u32(m, vshlq_n_u32(vldrwq_z_u32(p, vctp32q(static_cast<std::uint32_t>(n - i))), 1));
-  return vmaxvq_u32(0, m) >> 1;
+  // The doubled bits (sign shifted out) order |x| as unsigned integers, NaN and inf above every finite value. A
+  // tail-predicated loop: the last n % 4 lanes are neither loaded nor compared.
+  std::uint32_t m = 0;
+  asm volatile(
+      "vmov.i32 q1, #0\n\t"
+      "dlstp.32 lr, %[n]\n"
+      "1:\n\t"
+      "vldrw.u32 q0, [%[x]], #16\n\t"
+      "vshl.i32 q0, q0, #1\n\t"
+      "vmax.u32 q1, q1, q0\n\t"
+      "letp lr, 1b\n\t"
+      "vmaxv.u32 %[m], q1\n\t"
+      : [m] "+r"(m), [x] "+r"(x)
+      : [n] "r"(n)
+      : "q0", "q1", "lr", "memory");
+  return m >> 1;
 }
 
 MICROATTN_LINEAR_HELIUM_INLINE std::int8_t quantize_helium_one(float x, float s) noexcept {
@@ -60,15 +58,73 @@ MICROATTN_LINEAR_HELIUM_INLINE std::int8_t quantize_helium_one(float x, float s)
   return static_cast<std::int8_t>(v);
 }
 
+constexpr std::uint32_t quantize_near_half = 0x3efff800u;  // ½ − 2⁻¹⁴ as bits (the distances are non-negative)
+
+// quantize_helium's vectors: returns the largest distance of the last n % 16 products to their integers (as bits).
+MICROATTN_LINEAR_HELIUM_INLINE std::uint32_t quantize_vectors(const float* x, std::size_t n, float s,
+                                                              std::int8_t* q) noexcept {
+  const float r = 1.0f / s;
+  std::uint32_t rb, d, k;
+  std::memcpy(&rb, &r, sizeof rb);
+  const float* xp = x;
+  std::int8_t* qp = q;
+#define MICROATTN_QUANTIZE_4      \
+  "vldrw.u32 q0, [%[x]], #16\n\t" \
+  "vmul.f32 q0, q0, %[r]\n\t"     \
+  "vcvta.s32.f32 q1, q0\n\t"      \
+  "vcvt.f32.s32 q2, q1\n\t"       \
+  "vsub.f32 q2, q0, q2\n\t"       \
+  "vmaxnmav.f32 %[d], q2\n\t"     \
+  "vstrb.32 q1, [%[q]], #4\n\t"
+  asm volatile(
+      "movs %[d], #0\n\t"
+      "lsrs %[k], %[n], #4\n\t"
+      "beq 3f\n\t"
+      "dls lr, %[k]\n"
+      "1:\n\t" MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4 MICROATTN_QUANTIZE_4
+      "cmp %[d], %[thr]\n\t"
+      "bhs 4f\n"
+      "2:\n\t"
+      "le lr, 1b\n"
+      "3:\n\t"
+      "ands %[k], %[n], #15\n\t"
+      "beq 6f\n\t"
+      "dlstp.32 lr, %[k]\n"
+      "5:\n\t" MICROATTN_QUANTIZE_4
+      "letp lr, 5b\n\t"
+      "b 6f\n"
+      "4:\n\t"  // the block just done, again with the division
+      "sub %[x], %[x], #64\n\t"
+      "sub %[q], %[q], #16\n\t"
+      "movs %[k], #16\n"
+      "7:\n\t"
+      "vldmia %[x]!, {s0}\n\t"
+      "vdiv.f32 s0, s0, %[s]\n\t"
+      "vcvta.s32.f32 s0, s0\n\t"
+      "vmov %[d], s0\n\t"
+      "strb %[d], [%[q]], #1\n\t"
+      "subs %[k], #1\n\t"
+      "bne 7b\n\t"
+      "movs %[d], #0\n\t"
+      "b 2b\n"
+      "6:\n\t"
+      : [d] "=&r"(d), [k] "=&r"(k), [x] "+r"(xp), [q] "+l"(qp)
+      : [n] "r"(n), [r] "r"(rb), [s] "t"(s), [thr] "r"(quantize_near_half)
+      : "q0", "q1", "q2", "lr", "cc", "memory");
+#undef MICROATTN_QUANTIZE_4
+  return d;
+}
+
 void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {  // four at a time: one loop test per four divisions
-    q[i] = quantize_helium_one(x[i], s);
-    q[i + 1] = quantize_helium_one(x[i + 1], s);
-    q[i + 2] = quantize_helium_one(x[i + 2], s);
-    q[i + 3] = quantize_helium_one(x[i + 3], s);
-  }
-  for (; i < n; ++i) q[i] = quantize_helium_one(x[i], s);
+  // In vectors, x·(1/s) rounded by VCVTA stands for the rounding of x / s unless it lies near a half integer:
+  // |x / s| <= 127 + 2⁻¹⁷, so the product (two roundings) and the quotient (one) are within 2⁻¹⁵ of each other
+  // and round alike when the product's distance to its nearest integer is below ½ − 2⁻¹⁴. The largest distance of
+  // each block of 16 is checked, and a block beyond it (about one in 500 for random x) redone with the division.
+  // A tiny s (whose x may be subnormal, flushed by vector arithmetic where the FPU keeps them) takes the division.
+  std::size_t divide_from = 0;  // the division from here on
+  if (s >= 0x1p-100f)
+    divide_from = quantize_vectors(x, n, s, q) < quantize_near_half ? n : n & ~static_cast<std::size_t>(15);
+  for (std::size_t i = divide_from; i < n; ++i) q[i] = quantize_helium_one(x[i], s);
 }
 
 // Four rows' int32 sums over `steps` vectors of 16 columns; the pointers advance past them. asm: VMLADAVA's
@@ -102,6 +158,14 @@ MICROATTN_LINEAR_HELIUM_INLINE void dot16_x4(const std::int8_t*& xp, const std::
   a3 = r6;
 }
 
+// The four sums as a vector, through memory: the dual-lane VMOV (two general registers to lanes 0/2 or 1/3) is
+// avoided because QEMU 7.2 and the assemblers disagree on which register goes to which lane.
+MICROATTN_LINEAR_HELIUM_INLINE int32x4_t sums4(std::int32_t a0, std::int32_t a1, std::int32_t a2,
+                                               std::int32_t a3) noexcept {
+  alignas(8) const std::int32_t t[4] = {a0, a1, a2, a3};
+  return vldrwq_s32(t);
+}
+
 // The weight scales of rows r..r + 3 (clamped) at segment s, as a vector.
 MICROATTN_LINEAR_HELIUM_INLINE float32x4_t scales4(const float* const sw[4], std::size_t s) noexcept {
   float32x4_t v = vdupq_n_f32(sw[0][s]);
@@ -110,193 +174,422 @@ MICROATTN_LINEAR_HELIUM_INLINE float32x4_t scales4(const float* const sw[4], std
   return vsetq_lane_f32(sw[3][s], v, 3);
 }
 
-// What quads_x16 reads from memory (its registers hold the four rows, their sums and the loop count).
-struct QuadParams {
-  std::size_t steps;     // 16-column vectors per row
-  const std::int8_t* x;  // the segment's quantized x
-  std::size_t ldw;       // weight row stride
-  std::size_t advance;   // 4·ldw − 16·steps... from the end of a quad's first row to the next quad's
-  std::int32_t* sums;    // where the next quad's four sums go (advanced)
-  const std::int32_t* sums_end;
+// What the quad kernels read from memory besides their registers (byte offsets fixed: the asm names them).
+struct QuadJob {
+  const std::int8_t* q;     // 0: the chunk's int8 x
+  const float* sx;          // 4: its scales, one per segment
+  const float* sx_end;      // 8
+  std::uint32_t blocks;     // 12: 64-column blocks per segment
+  std::uint32_t rest;       // 16: 16-column steps after them
+  std::uint32_t ldw;        // 20: weight row stride
+  std::uint32_t advance;    // 24: 4·ldw − len: from the first row's end to the next quad's first row
+  std::uint32_t sw_step;    // 28: 16·sw_stride − 4·segs: the scale addresses from one quad to the next
+  const float* y_end;       // 32
+  std::int32_t sums[4];     // 36: the four sums on their way into a vector
+  std::uint32_t pred;       // 52: VPR.P0 while loading the base: all lanes, or none (the base is zero)
+  std::uint32_t saved_vpr;  // 56: the caller's VPR, restored at the end (GCC has no name for it in a clobber list)
 };
+static_assert(offsetof(QuadJob, sums) == 36 && offsetof(QuadJob, saved_vpr) == 56, "the asm's offsets");
 
-// The int32 sums of consecutive quads of rows from p0, one segment of 16·steps columns each, in order: the whole
-// loop in asm (a quad costs about 17 instructions besides its dot products).
-void quads_x16(const std::int8_t* p0, QuadParams& prm) noexcept {
+// Quads of rows from w0 until y reaches y_end, any segments of whole 16-column vectors: per segment the four
+// sums in a vector, converted, times the scales (gathered at the lane addresses sw_addr, pre-incremented by 4),
+// times the segment's sx, added to the quad's sum (from −0, which leaves every value as it is); then the base
+// (gathered from y at the byte offsets base_off, all zeros when job.pred is 0) plus the sum stored at y.
+void quads_x16(const std::int8_t* w0, float* y, QuadJob& job, uint32x4_t sw_addr, uint32x4_t base_off) noexcept {
   register std::int32_t a0 asm("r0"), a1 asm("r2"), a2 asm("r4"), a3 asm("r6");
-  register std::size_t count asm("lr");
-  const std::int8_t *p1, *p2, *p3, *xp;
-  std::uint32_t t;
+  const std::int8_t *w1, *w2, *w3, *xp;
+  const float* sxp;
+#define MICROATTN_Q8_STEP(offset)  \
+  "vldrb.u8 q0, [%[xp], #" #offset \
+  "]\n\t"                          \
+  "vldrb.u8 q1, [%[w0], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a0], q0, q1\n\t"    \
+  "vldrb.u8 q1, [%[w1], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a1], q0, q1\n\t"    \
+  "vldrb.u8 q1, [%[w2], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a2], q0, q1\n\t"    \
+  "vldrb.u8 q1, [%[w3], #" #offset \
+  "]\n\t"                          \
+  "vmlava.s8 %[a3], q0, q1\n\t"
+#define MICROATTN_Q8_STEP_NEXT(bytes) \
+  "vldrb.u8 q0, [%[xp]], #" #bytes    \
+  "\n\t"                              \
+  "vldrb.u8 q1, [%[w0]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a0], q0, q1\n\t"       \
+  "vldrb.u8 q1, [%[w1]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a1], q0, q1\n\t"       \
+  "vldrb.u8 q1, [%[w2]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a2], q0, q1\n\t"       \
+  "vldrb.u8 q1, [%[w3]], #" #bytes    \
+  "\n\t"                              \
+  "vmlava.s8 %[a3], q0, q1\n\t"
   asm volatile(
+      "vmrs %[a0], p0\n\t"
+      "str %[a0], [%[P], #56]\n\t"
+      "ldr %[a0], [%[P], #52]\n\t"
+      "vmsr p0, %[a0]\n"
+      "1:\n\t"
+      "ldr %[a0], [%[P], #20]\n\t"
+      "add %[w1], %[w0], %[a0]\n\t"
+      "add %[w2], %[w1], %[a0]\n\t"
+      "add %[w3], %[w2], %[a0]\n\t"
+      "ldrd %[xp], %[sxp], [%[P]]\n\t"
+      "vmov.i32 q2, #0x80000000\n"
       "2:\n\t"
-      "ldrd %[n], %[xp], [%[P]]\n\t"
-      "ldr %[t], [%[P], #8]\n\t"
-      "add %[p1], %[p0], %[t]\n\t"
-      "add %[p2], %[p1], %[t]\n\t"
-      "add %[p3], %[p2], %[t]\n\t"
       "movs %[a0], #0\n\t"
       "movs %[a1], #0\n\t"
       "movs %[a2], #0\n\t"
       "movs %[a3], #0\n\t"
-      "dls lr, %[n]\n"
-      "1:\n\t"
-      "vldrb.u8 q0, [%[xp]], #16\n\t"
-      "vldrb.u8 q1, [%[p0]], #16\n\t"
-      "vmlava.s8 %[a0], q0, q1\n\t"
-      "vldrb.u8 q1, [%[p1]], #16\n\t"
-      "vmlava.s8 %[a1], q0, q1\n\t"
-      "vldrb.u8 q1, [%[p2]], #16\n\t"
-      "vmlava.s8 %[a2], q0, q1\n\t"
-      "vldrb.u8 q1, [%[p3]], #16\n\t"
-      "vmlava.s8 %[a3], q0, q1\n\t"
-      "le lr, 1b\n\t"
-      "ldrd %[t], %[xp], [%[P], #12]\n\t"
-      "add %[p0], %[p0], %[t]\n\t"
-      "strd %[a0], %[a1], [%[xp]], #8\n\t"
-      "strd %[a2], %[a3], [%[xp]], #8\n\t"
-      "ldr %[t], [%[P], #20]\n\t"
-      "str %[xp], [%[P], #16]\n\t"
-      "cmp %[xp], %[t]\n\t"
+      "ldr lr, [%[P], #12]\n\t"
+      "wls lr, lr, 4f\n"
+      "3:\n\t"
+      MICROATTN_Q8_STEP(16) MICROATTN_Q8_STEP(32) MICROATTN_Q8_STEP(48) MICROATTN_Q8_STEP_NEXT(64)
+      "le lr, 3b\n"
+      "4:\n\t"
+      "ldr lr, [%[P], #16]\n\t"
+      "wls lr, lr, 6f\n"
+      "5:\n\t"
+      MICROATTN_Q8_STEP_NEXT(16)
+      "le lr, 5b\n"
+      "6:\n\t"
+      "strd %[a0], %[a1], [%[P], #36]\n\t"
+      "strd %[a2], %[a3], [%[P], #44]\n\t"
+      "vldrw.u32 q3, [%[P], #36]\n\t"
+      "vcvt.f32.s32 q3, q3\n\t"
+      "vldrw.u32 q1, [%q[swa], #4]!\n\t"
+      "vmul.f32 q3, q3, q1\n\t"
+      "ldr %[a0], [%[sxp]], #4\n\t"
+      "vmul.f32 q3, q3, %[a0]\n\t"
+      "vadd.f32 q2, q2, q3\n\t"
+      "ldr %[a0], [%[P], #8]\n\t"
+      "cmp %[sxp], %[a0]\n\t"
       "bne 2b\n\t"
-      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [n] "=&r"(count), [p0] "+r"(p0), [p1] "=&r"(p1),
-        [p2] "=&r"(p2), [p3] "=&r"(p3), [xp] "=&r"(xp), [t] "=&r"(t)
-      : [P] "r"(&prm)
-      : "q0", "q1", "cc", "memory");
+      "vpst\n\t"
+      "vldrwt.u32 q3, [%[y], %q[bo]]\n\t"
+      "vadd.f32 q3, q3, q2\n\t"
+      "vstrw.32 q3, [%[y]], #16\n\t"
+      "ldr %[a0], [%[P], #24]\n\t"
+      "add %[w0], %[w0], %[a0]\n\t"
+      "ldr %[a0], [%[P], #28]\n\t"
+      "vadd.i32 %q[swa], %q[swa], %[a0]\n\t"
+      "ldr %[a0], [%[P], #32]\n\t"
+      "cmp %[y], %[a0]\n\t"
+      "bne 1b\n\t"
+      "ldr %[a0], [%[P], #56]\n\t"
+      "vmsr p0, %[a0]\n\t"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w0] "+r"(w0), [w1] "=&r"(w1),
+        [w2] "=&r"(w2), [w3] "=&r"(w3), [xp] "=&r"(xp), [sxp] "=&r"(sxp), [y] "+r"(y), [swa] "+w"(sw_addr)
+      : [P] "r"(&job), [bo] "w"(base_off)
+      : "q0", "q1", "q2", "q3", "lr", "cc", "memory");
 }
 
-// Segments of whole 16-column vectors: quads of rows through quads_x16, the rest (n % 4 rows) through dot16_x4
-// (clamped rows), then the scaling as vectors of four rows.
-void q8_rows_x16(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
-  constexpr std::size_t block = 32;  // rows whose sums are kept at a time (stack: 256 B with their floats)
-  const std::size_t seg = ch.seg, segs = ch.len / seg, steps = seg / 16;
-  const bool per_row = ch.rows_per_scale == 1;
-  const std::size_t st = ch.sw_stride;
-  const uint32x4_t sw_offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<std::uint32_t>(st));
-  for (std::size_t r0 = 0; r0 < n; r0 += block) {
-    const std::size_t rows = n - r0 < block ? n - r0 : block, quads = rows / 4;
-    alignas(16) float f[block];
-    for (std::size_t s = 0; s < segs; ++s) {
-      alignas(16) std::int32_t sums[block];
-      const std::int8_t* p0 = w + r0 * ldw + s * seg;
-      const std::int8_t* xs = ch.q + s * seg;
-      if (quads != 0) {
-        QuadParams prm{steps, xs, ldw, 4 * ldw - seg, sums, sums + 4 * quads};
-        quads_x16(p0, prm);
-      }
-      if (rows % 4 != 0) {
-        const std::size_t i = 4 * quads;
-        const std::int8_t* q0 = p0 + i * ldw;
-        const std::int8_t* q1 = p0 + clamp_row(i + 1, rows) * ldw;
-        const std::int8_t* q2 = p0 + clamp_row(i + 2, rows) * ldw;
-        const std::int8_t* q3 = p0 + clamp_row(i + 3, rows) * ldw;
-        const std::int8_t* xp = xs;
-        std::int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        dot16_x4(xp, q0, q1, q2, q3, steps, a0, a1, a2, a3);
-        sums[i] = a0;
-        sums[i + 1] = a1;  // rows past `rows` are written into the buffer and never read
-        sums[i + 2] = a2;
-        sums[i + 3] = a3;
-      }
-      // Scaling, four rows at a time: y directly when there is one segment, else into f.
-      const float sxs = ch.sx[s];
-      const float* const swb = ch.sw + r0 * st + s;
-      float* const y = ch.y + r0;
-      const float* const base = ch.first ? (ch.bias != nullptr ? ch.bias + r0 : nullptr) : y;
-      std::size_t i = 0;
-      for (; i + 4 <= rows; i += 4) {
-        float32x4_t sw;
-        if (per_row) {
-          sw = st == 1 ? vldrwq_f32(swb + i) : vldrwq_gather_shifted_offset_f32(swb + i * st, sw_offsets);
-        } else {
-          const float* const p[4] = {row_scales(ch, r0 + i), row_scales(ch, r0 + i + 1), row_scales(ch, r0 + i + 2),
-                                     row_scales(ch, r0 + i + 3)};
-          sw = scales4(p, s);
-        }
-        const float32x4_t v = vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(vldrwq_s32(sums + i)), sw), sxs);
-        if (segs == 1) {
-          vstrwq_f32(y + i, base != nullptr ? vaddq_f32(vldrwq_f32(base + i), v) : vaddq_f32(vdupq_n_f32(0.0f), v));
-        } else {
-          vstrwq_f32(f + i, s == 0 ? v : vaddq_f32(vldrwq_f32(f + i), v));
-        }
-      }
-      if (i < rows) {  // the last rows % 4 (rows past `rows` repeat the last one and are not stored)
-        const mve_pred16_t pr = vctp32q(static_cast<std::uint32_t>(rows - i));
-        const float* const p[4] = {row_scales(ch, r0 + i), row_scales(ch, r0 + clamp_row(i + 1, rows)),
-                                   row_scales(ch, r0 + clamp_row(i + 2, rows)),
-                                   row_scales(ch, r0 + clamp_row(i + 3, rows))};
-        const float32x4_t v = vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(vldrwq_s32(sums + i)), scales4(p, s)), sxs);
-        if (segs == 1) {
-          store_rows(y + i, base != nullptr ? base + i : nullptr, ch.first, v, rows - i);
-        } else {
-          vstrwq_p_f32(f + i, s == 0 ? v : vaddq_f32(vldrwq_f32(f + i), v), pr);
-        }
-      }
-    }
-    if (segs != 1)
-      for (std::size_t i = 0; i < rows; i += 4)
-        store_rows(ch.y + r0 + i, ch.bias != nullptr ? ch.bias + r0 + i : nullptr, ch.first, vldrwq_f32(f + i),
-                   rows - i < 4 ? rows - i : 4);
-  }
+// quads_x16 for one segment of 64 columns with one scale per row (sw_stride 1): x's four vectors stay in
+// registers, each quad's 16 products fully unrolled (the first of each row without accumulating), one loop
+// pass per quad.
+void quads_x64(const std::int8_t* w0, float* y, std::size_t quads, QuadJob& job, uint32x4_t sw_addr,
+               uint32x4_t base_off, float sx) noexcept {
+  register std::int32_t a0 asm("r0"), a1 asm("r2"), a2 asm("r4"), a3 asm("r6");
+  register std::size_t count asm("lr") = quads;
+  const std::int8_t* w1 = w0 + job.ldw;
+  const std::int8_t* w2 = w1 + job.ldw;
+  const std::int8_t* w3 = w2 + job.ldw;
+  const std::size_t ld4 = 4 * job.ldw;
+#define MICROATTN_Q8_ROWS(op, xq, offset)                   \
+  "vldrb.u8 q1, [%[w0], #" #offset "]\n\t" op " %[a0], " xq \
+  ", q1\n\t"                                                \
+  "vldrb.u8 q1, [%[w1], #" #offset "]\n\t" op " %[a1], " xq \
+  ", q1\n\t"                                                \
+  "vldrb.u8 q1, [%[w2], #" #offset "]\n\t" op " %[a2], " xq \
+  ", q1\n\t"                                                \
+  "vldrb.u8 q1, [%[w3], #" #offset "]\n\t" op " %[a3], " xq ", q1\n\t"
+  asm volatile(
+      "vmrs %[a0], p0\n\t"
+      "str %[a0], [%[P], #56]\n\t"
+      "ldr %[a0], [%[P], #52]\n\t"
+      "vmsr p0, %[a0]\n\t"
+      "vldrb.u8 q0, [%[x]]\n\t"
+      "vldrb.u8 q2, [%[x], #16]\n\t"
+      "vldrb.u8 q6, [%[x], #32]\n\t"
+      "vldrb.u8 q7, [%[x], #48]\n\t"
+      "dls lr, lr\n"
+      "1:\n\t"
+      MICROATTN_Q8_ROWS("vmladav.s8", "q0", 0) MICROATTN_Q8_ROWS("vmladava.s8", "q2", 16)
+      MICROATTN_Q8_ROWS("vmladava.s8", "q6", 32) MICROATTN_Q8_ROWS("vmladava.s8", "q7", 48)
+      "add %[w0], %[w0], %[ld4]\n\t"
+      "add %[w1], %[w1], %[ld4]\n\t"
+      "add %[w2], %[w2], %[ld4]\n\t"
+      "add %[w3], %[w3], %[ld4]\n\t"
+      "strd %[a0], %[a1], [%[P], #36]\n\t"
+      "strd %[a2], %[a3], [%[P], #44]\n\t"
+      "vldrw.u32 q3, [%[P], #36]\n\t"
+      "vcvt.f32.s32 q3, q3\n\t"
+      "vldrw.u32 q1, [%q[swa], #16]!\n\t"
+      "vmul.f32 q3, q3, q1\n\t"
+      "vmul.f32 q3, q3, %[sx]\n\t"
+      "vpst\n\t"
+      "vldrwt.u32 q1, [%[y], %q[bo]]\n\t"
+      "vadd.f32 q1, q1, q3\n\t"
+      "vstrw.32 q1, [%[y]], #16\n\t"
+      "le lr, 1b\n\t"
+      "ldr %[a0], [%[P], #56]\n\t"
+      "vmsr p0, %[a0]\n\t"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w0] "+r"(w0), [w1] "+r"(w1),
+        [w2] "+r"(w2), [w3] "+r"(w3), [y] "+r"(y), [swa] "+w"(sw_addr), "+r"(count)
+      : [P] "r"(&job), [x] "r"(job.q), [ld4] "r"(ld4), [bo] "w"(base_off), [sx] "r"(sx)
+      : "q0", "q1", "q2", "q3", "q6", "q7", "cc", "memory");
+#undef MICROATTN_Q8_ROWS
+#undef MICROATTN_Q8_STEP
+#undef MICROATTN_Q8_STEP_NEXT
 }
 
+// Four rows at a time: each segment's four sums scaled as one vector (times the weight scales, times sx), the
+// segments added in order, then the bias, y, or 0 added. Whole quads of segments of whole 16-column vectors with
+// one scale per row go through the asm kernels: there the segments are summed from −0 (which leaves every value
+// as it is) by adds. The other rows and layouts are done here: a segment's last seg % 16 columns through
+// predicated loads (inactive lanes read nothing and give zeros), and where there are such columns the segments
+// are summed from 0 by fused multiply-adds (as they always were, so that each layout keeps its results).
 void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
   assert(ch.rows == 1);
-  if (ch.seg % 16 == 0) {
-    q8_rows_x16(w, ldw, n, ch);
-    return;
+  const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16, st = ch.sw_stride;
+  const bool per_row = ch.rows_per_scale == 1, fused = rem != 0;
+  const float* base = ch.first ? ch.bias : ch.y;
+  std::size_t r = 0;
+  if (!fused && per_row && n >= 4) {
+    const std::size_t quads = n / 4;
+    QuadJob job{ch.q,
+                ch.sx,
+                ch.sx + segs,
+                static_cast<std::uint32_t>(full / 4),
+                static_cast<std::uint32_t>(full % 4),
+                static_cast<std::uint32_t>(ldw),
+                static_cast<std::uint32_t>(4 * ldw - ch.len),
+                static_cast<std::uint32_t>(16 * st - 4 * segs),
+                ch.y + 4 * quads,
+                {},
+                base != nullptr ? 0xffffu : 0u,
+                0};
+    const uint32x4_t lanes = vidupq_n_u32(0, 4);
+    const auto addr = [](const void* p) { return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p)); };
+    const uint32x4_t base_off = vaddq_n_u32(lanes, base != nullptr ? addr(base) - addr(ch.y) : 0u);
+    if (segs == 1 && full == 4 && st == 1) {
+      quads_x64(w, ch.y, quads, job, vaddq_n_u32(lanes, addr(ch.sw) - 16), base_off, ch.sx[0]);
+    } else {
+      quads_x16(w, ch.y, job, vaddq_n_u32(vmulq_n_u32(lanes, static_cast<std::uint32_t>(st)), addr(ch.sw) - 4),
+                base_off);
+    }
+    r = 4 * quads;
+    if (r == n) return;
   }
-  const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16;
+  const float zero[4] = {};
+  std::size_t base_step = 4;
+  if (base == nullptr) {
+    base = zero;
+    base_step = 0;
+  } else {
+    base += r;
+  }
   const mve_pred16_t tail = vctp8q(static_cast<std::uint32_t>(rem));
-  // One scale per row per segment (rows_per_scale 1): the four rows' scales are one gather at these offsets.
-  const bool per_row = ch.rows_per_scale == 1;
-  const uint32x4_t sw_offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<std::uint32_t>(ch.sw_stride));
-  for (std::size_t r = 0; r < n; r += 4) {
-    const std::size_t rows = n - r < 4 ? n - r : 4;
-    const std::int8_t* w0 = w + r * ldw;
-    const std::int8_t* w1 = w + clamp_row(r + 1, n) * ldw;
-    const std::int8_t* w2 = w + clamp_row(r + 2, n) * ldw;
-    const std::int8_t* w3 = w + clamp_row(r + 3, n) * ldw;
+  for (; r < n; r += 4) {
+    // Rows past n repeat row n − 1 and are not stored.
+    const std::size_t last = n - r < 4 ? n - 1 - r : 3;
+    const std::size_t d1 = last < 1 ? 0 : ldw, d2 = last < 2 ? d1 : 2 * ldw, d3 = last * ldw;
+    const uint32x4_t sw_offsets = vmulq_n_u32(
+        vminq_u32(vidupq_n_u32(0, 1), vdupq_n_u32(static_cast<std::uint32_t>(last))), static_cast<std::uint32_t>(st));
+    const std::int8_t* p0 = w + r * ldw;
+    const std::int8_t *p1 = p0 + d1, *p2 = p0 + d2, *p3 = p0 + d3;
     const std::int8_t* xp = ch.q;
-    float32x4_t f = vdupq_n_f32(0.0f);
+    const float* sw = ch.sw + r * st;
+    float32x4_t f = vdupq_n_f32(fused ? 0.0f : -0.0f);
     for (std::size_t s = 0; s < segs; ++s) {
       std::int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      if (full != 0) dot16_x4(xp, w0, w1, w2, w3, full, a0, a1, a2, a3);
+      if (full != 0) dot16_x4(xp, p0, p1, p2, p3, full, a0, a1, a2, a3);
       if (rem != 0) {
         const int8x16_t xv = vldrbq_z_s8(xp, tail);
-        a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(w0, tail));
-        a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(w1, tail));
-        a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(w2, tail));
-        a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(w3, tail));
+        a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(p0, tail));
+        a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(p1, tail));
+        a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(p2, tail));
+        a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(p3, tail));
         xp += rem;
-        w0 += rem;
-        w1 += rem;
-        w2 += rem;
-        w3 += rem;
+        p0 += rem;
+        p1 += rem;
+        p2 += rem;
+        p3 += rem;
       }
-      int32x4_t acc = vdupq_n_s32(a0);
-      acc = vsetq_lane_s32(a1, acc, 1);
-      acc = vsetq_lane_s32(a2, acc, 2);
-      acc = vsetq_lane_s32(a3, acc, 3);
-      float32x4_t sw;
-      if (per_row && rows == 4) {
-        sw = vldrwq_gather_shifted_offset_f32(ch.sw + r * ch.sw_stride + s, sw_offsets);
+      float32x4_t swv;
+      if (per_row) {
+        swv = vldrwq_gather_shifted_offset_f32(sw + s, sw_offsets);
       } else {
-        const float* const p[4] = {row_scales(ch, r), row_scales(ch, clamp_row(r + 1, n)),
-                                   row_scales(ch, clamp_row(r + 2, n)), row_scales(ch, clamp_row(r + 3, n))};
-        sw = scales4(p, s);
+        const float* const p[4] = {row_scales(ch, r), row_scales(ch, r + (last < 1 ? last : 1)),
+                                   row_scales(ch, r + (last < 2 ? last : 2)), row_scales(ch, r + last)};
+        swv = scales4(p, s);
       }
-      f = vfmaq_n_f32(f, vmulq_f32(vcvtq_f32_s32(acc), sw), ch.sx[s]);
+      const float32x4_t t = vmulq_f32(vcvtq_f32_s32(sums4(a0, a1, a2, a3)), swv);
+      f = fused ? vfmaq_n_f32(f, t, ch.sx[s]) : vaddq_f32(f, vmulq_n_f32(t, ch.sx[s]));
     }
-    store_rows(ch.y + r, ch.bias != nullptr ? ch.bias + r : nullptr, ch.first, f, rows);
+    const mve_pred16_t pr = vctp32q(static_cast<std::uint32_t>(n - r));
+    vstrwq_p_f32(ch.y + r, vaddq_f32(vldrwq_z_f32(base, pr), f), pr);
+    base += base_step;
   }
 }
+
+// ---- f16 ------------------------------------------------------------------------------------------------------
+
+// The f16 code at -Os: GCC's -O2 unrolled and duplicated its checks and scalar loops (1.1 KiB) for nothing the
+// counts showed.
+#pragma GCC push_options
+#pragma GCC optimize("Os")
+
+// The sums over k8 columns (a multiple of 8) of x times four rows of binary16 weights from w0 (row stride ldw
+// halves), widened exactly in integer instructions: VSHLLB/VSHLLT.S16 #13 puts a half's exponent and significand
+// where a float's are, 2¹¹² times too small, with copies of its sign in bits 31..28; clearing bits 30..28 leaves the
+// sign in bit 31. They take the even and the odd halves, so x is loaded de-interleaved (VLD20/VLD21), and the 2¹¹²
+// goes into x (|x| < 2¹⁶: the caller checks): each product is the product of x and the weight, zeros stay zeros.
+// Inf and NaN halves would come out finite and subnormal halves as subnormal floats, which vector arithmetic
+// flushes: every 8 halves are also checked as doubled 16-bit magnitudes u (the largest u, and the smallest u − 1,
+// which skips zeros). Returns false when the quad holds such a weight. sums: the four rows' sums.
+bool f16_quad_helium(const float* x, const std::uint16_t* w0, std::size_t ldw, std::size_t k8, float sums[4]) noexcept {
+  const std::uint16_t* w1 = w0 + ldw;
+  const std::uint16_t* w2 = w1 + ldw;
+  const std::uint16_t* w3 = w2 + ldw;
+  register std::size_t count asm("lr") = k8 / 8;
+  std::uint32_t umax, umin;
+#define MICROATTN_F16_ROW(p, acc) \
+  "vldrh.u16 q6, [%[" p           \
+  "]], #16\n\t"                   \
+  "vshllt.s16 q7, q6, #13\n\t"    \
+  "vbic.i32 q7, #0x70000000\n\t"  \
+  "vfma.f32 " acc                 \
+  ", q1, q7\n\t"                  \
+  "vshllb.s16 q7, q6, #13\n\t"    \
+  "vbic.i32 q7, #0x70000000\n\t"  \
+  "vfma.f32 " acc                 \
+  ", q0, q7\n\t"                  \
+  "vshl.i16 q6, q6, #1\n\t"       \
+  "vmaxv.u16 %[umax], q6\n\t"     \
+  "vsub.i16 q6, q6, %[one]\n\t"   \
+  "vminv.u16 %[umin], q6\n\t"
+  asm volatile(
+      "movs %[umax], #0\n\t"
+      "movw %[umin], #0xffff\n\t"
+      "vmov.i32 q2, #0\n\t"
+      "vmov.i32 q3, #0\n\t"
+      "vmov.i32 q4, #0\n\t"
+      "vmov.i32 q5, #0\n\t"
+      "dls lr, lr\n"
+      "1:\n\t"
+      "vld20.32 {q0, q1}, [%[x]]\n\t"
+      "vld21.32 {q0, q1}, [%[x]]!\n\t"
+      "vmul.f32 q0, q0, %[big]\n\t"
+      "vmul.f32 q1, q1, %[big]\n\t"
+      MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") MICROATTN_F16_ROW("w2", "q4")
+      MICROATTN_F16_ROW("w3", "q5")
+      "le lr, 1b\n\t"
+      "vadd.f32 s8, s8, s9\n\t"
+      "vadd.f32 s10, s10, s11\n\t"
+      "vadd.f32 s8, s8, s10\n\t"
+      "vadd.f32 s12, s12, s13\n\t"
+      "vadd.f32 s14, s14, s15\n\t"
+      "vadd.f32 s12, s12, s14\n\t"
+      "vadd.f32 s16, s16, s17\n\t"
+      "vadd.f32 s18, s18, s19\n\t"
+      "vadd.f32 s16, s16, s18\n\t"
+      "vadd.f32 s20, s20, s21\n\t"
+      "vadd.f32 s22, s22, s23\n\t"
+      "vadd.f32 s20, s20, s22\n\t"
+      "vstr s8, [%[o]]\n\t"
+      "vstr s12, [%[o], #4]\n\t"
+      "vstr s16, [%[o], #8]\n\t"
+      "vstr s20, [%[o], #12]\n\t"
+      : [umax] "=&r"(umax), [umin] "=&r"(umin), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
+        [w3] "+r"(w3), "+r"(count)
+      : [big] "r"(0x77800000u), [one] "r"(1u), [o] "r"(sums)  // 2¹¹²
+      : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "memory");
+#undef MICROATTN_F16_ROW
+  // u >= 0xf800: exponent 31 (inf, NaN); 0 < u < 0x800: a subnormal (u − 1 < 0x7ff; a zero's u − 1 is 0xffff).
+  return umax < 0xf800u && umin >= 0x7ffu;
+}
+
+// Whether the first k8 halves of a row hold no inf, NaN or subnormal (f16_quad_helium's test for one row).
+bool f16_row_plain(const std::uint16_t* w, std::size_t k8) noexcept {
+  uint16x8_t hi = vdupq_n_u16(0), lo = vdupq_n_u16(0xffff);
+  for (std::size_t c = 0; c < k8; c += 8) {
+    const uint16x8_t u = vshlq_n_u16(vldrhq_u16(w + c), 1);
+    hi = vmaxq_u16(hi, u);
+    lo = vminq_u16(lo, vsubq_n_u16(u, 1));
+  }
+  return vmaxvq_u16(0, hi) < 0xf800u && vminvq_u16(0xffff, lo) >= 0x7ffu;
+}
+
+// Whether x_0..x_k8−1 are all below 2¹⁶ in magnitude and none subnormal (vector arithmetic would flush it): as
+// doubled bits u, the largest below 2¹⁶'s and the smallest u − 1 (which skips zeros) at least FLT_MIN's − 1.
+bool f16_x_plain(const float* x, std::size_t k8) noexcept {
+  uint32x4_t hi = vdupq_n_u32(0), lo = vdupq_n_u32(0xffffffffu);
+  for (std::size_t c = 0; c < k8; c += 4) {
+    const uint32x4_t u = vshlq_n_u32(vldrwq_u32(reinterpret_cast<const std::uint32_t*>(x + c)), 1);
+    hi = vmaxq_u32(hi, u);
+    lo = vminq_u32(lo, vsubq_n_u32(u, 1));
+  }
+  return vmaxvq_u32(0, hi) < 0x8f000000u && vminvq_u32(0xffffffffu, lo) >= 0x00ffffffu;
+}
+
+// Σ x_c·w_c over c in [c0, k) in order on the scalar FPU, each half converted by VCVTB (exact for every pattern;
+// FPSCR.FZ does not apply to half-precision conversions).
+__attribute__((noinline)) float f16_dot_scalar(const float* x, const std::uint16_t* w, std::size_t c0,
+                                               std::size_t k) noexcept {
+  float s = 0.0f;
+  for (std::size_t c = c0; c < k; ++c) {
+    float h;
+    const std::uint32_t bits = w[c];
+    std::memcpy(&h, &bits, sizeof h);
+    asm("vcvtb.f32.f16 %0, %0" : "+t"(h));
+    s += x[c] * h;
+  }
+  return s;
+}
+
+// f16 in vectors: quads of rows over the columns' whole groups of 8 (f16_quad_helium), the last k % 8 columns in
+// scalar. A row with an inf, NaN or subnormal weight among those columns, the last n % 4 rows, and every row when x
+// has an element of 2¹⁶ or more (or not finite) or a subnormal one, in scalar.
+void linear_f16_helium(const LinearArgs& a) noexcept {
+  const auto* w = static_cast<const std::uint16_t*>(a.w);
+  const std::size_t n = a.n, k = a.k, k8 = k & ~static_cast<std::size_t>(7);
+  for (std::size_t i = 0; i < a.m; ++i) {
+    const float* x = a.x + i * a.ldx;
+    float* y = a.y + i * a.ldy;
+    const bool vectors = k8 != 0 && f16_x_plain(x, k8);
+    for (std::size_t r = 0; r < n; r += 4) {
+      alignas(8) float sums[4];
+      const std::uint16_t* wr = w + r * k;
+      const std::size_t rows = n - r < 4 ? n - r : 4;
+      const bool plain = vectors && rows == 4 && f16_quad_helium(x, wr, k, k8, sums);
+      if (plain && k8 == k) {
+        const float32x4_t base = a.bias != nullptr ? vldrwq_f32(a.bias + r) : vdupq_n_f32(0.0f);
+        vstrwq_f32(y + r, vaddq_f32(base, vldrwq_f32(sums)));
+        continue;
+      }
+      for (std::size_t j = 0; j < rows; ++j, wr += k) {
+        const bool row_vectors = plain || (vectors && rows == 4 && f16_row_plain(wr, k8));
+        const float s = row_vectors ? sums[j] + f16_dot_scalar(x, wr, k8, k) : f16_dot_scalar(x, wr, 0, k);
+        y[r + j] = (a.bias != nullptr ? a.bias[r + j] : 0.0f) + s;
+      }
+    }
+  }
+}
+
+#pragma GCC pop_options
 
 constexpr LinearKernels table{"helium",
                               "linear_f32_gemm_helium",  // matmul's Helium gemm
-                              "linear_f16_1x4_armv7em",  // the scalar FPU's VCVTB/VCVTT (see above)
+                              "linear_f16_1x4_helium",
                               "linear_q8_1x4_helium",
                               linear_f32_gemm,
-                              linear_f16_1x4_armv7em,
+                              linear_f16_helium,
                               q8_chunk_helium,
                               1,
                               absmax_bits_helium,
