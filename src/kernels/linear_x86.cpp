@@ -367,7 +367,8 @@ void q8_tile_packed(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, co
   const __m512i lane_group = _mm512_srl_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm_cvtsi32_si128(shift));
   const std::size_t ahead = NR * ldw;
-  const auto [xq, sx, wt, sw] = q8_tile_source<NR>(w, ldw, ch, i0, r0);
+  // A struct, not a structured binding: the lambdas below use it (C++17 lambdas cannot capture bindings).
+  const Q8TileSource<NR> t = q8_tile_source<NR>(w, ldw, ch, i0, r0);
   __m512 f[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) f[i][j] = _mm512_setzero_ps();
@@ -379,15 +380,15 @@ void q8_tile_packed(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, co
     __m512i xv[MR];
     __m512 sxv[MR];
     for (int i = 0; i < MR; ++i) {
-      const std::int8_t* p = xq + i * ch.ldq + off;
+      const std::int8_t* p = t.xq + i * ch.ldq + off;
       xv[i] = masked ? _mm512_maskz_loadu_epi8(bytes, p) : _mm512_loadu_si512(p);
-      sxv[i] = scales(sx + i * ch.ldsx + g0, groups);
+      sxv[i] = scales(t.sx + i * ch.ldsx + g0, groups);
     }
     for (int j = 0; j < NR; ++j) {
-      const std::int8_t* p = wt + j * ldw + off;
+      const std::int8_t* p = t.wt + j * ldw + off;
       const __m512i wu = _mm512_xor_si512(masked ? _mm512_maskz_loadu_epi8(bytes, p) : _mm512_loadu_si512(p), bias128);
       if (Prefetch) prefetch_ahead(p, ahead);
-      const __m512 swv = scales(sw[j] + g0, groups);
+      const __m512 swv = scales(t.sw[j] + g0, groups);
       for (int i = 0; i < MR; ++i) {
         const __m512i d = _mm512_dpbusd_epi32(ncorr[i][v], wu, xv[i]);
         f[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(d), swv), sxv[i], f[i][j]);
