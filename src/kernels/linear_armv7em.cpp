@@ -95,8 +95,9 @@ MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, s
 }  // namespace
 
 void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept {
-  f16_row_tiles(a, [k = a.k](auto rows, const float* x, const std::uint16_t* w, const float* bias, float* y) {
-    f16_rows<decltype(rows)::value>(x, w, k, bias, y);
+  const auto* w = static_cast<const std::uint16_t*>(a.w);
+  f16_row_tiles(a, [w, k = a.k, bias = a.bias](auto rows, const float* x, float* y, std::size_t r) {
+    f16_rows<decltype(rows)::value>(x, w + r * k, k, bias != nullptr ? bias + r : nullptr, y + r);
   });
 }
 

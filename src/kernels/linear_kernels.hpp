@@ -143,18 +143,15 @@ inline __attribute__((always_inline)) const float* row_scales(const Q8Chunk& c, 
 }
 
 // The f16 kernels' tiles: each row of x against four weight rows at a time, then the rest one by one, as
-// tile(std::integral_constant<int, R>, x row, w's row r, the bias from r (or nullptr), y's row from r).
+// tile(std::integral_constant<int, R>, x's row, y's row, r) for weight rows [r, r + R).
 template <typename Tile>
 inline __attribute__((always_inline)) void f16_row_tiles(const LinearArgs& a, Tile tile) noexcept {
-  const auto* w = static_cast<const std::uint16_t*>(a.w);
   for (std::size_t i = 0; i < a.m; ++i) {
     const float* x = a.x + i * a.ldx;
     float* y = a.y + i * a.ldy;
     std::size_t r = 0;
-    for (; r + 4 <= a.n; r += 4)
-      tile(std::integral_constant<int, 4>{}, x, w + r * a.k, a.bias != nullptr ? a.bias + r : nullptr, y + r);
-    for (; r < a.n; ++r)
-      tile(std::integral_constant<int, 1>{}, x, w + r * a.k, a.bias != nullptr ? a.bias + r : nullptr, y + r);
+    for (; r + 4 <= a.n; r += 4) tile(std::integral_constant<int, 4>{}, x, y, r);
+    for (; r < a.n; ++r) tile(std::integral_constant<int, 1>{}, x, y, r);
   }
 }
 

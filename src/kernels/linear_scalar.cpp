@@ -26,8 +26,11 @@ namespace {
 float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
 
 void f16_scalar(const LinearArgs& a) noexcept {
-  f16_row_tiles(a, [k = a.k](auto rows, const float* x, const std::uint16_t* w0, const float* bias, float* y) {
+  const auto* w = static_cast<const std::uint16_t*>(a.w);
+  const std::size_t k = a.k;
+  f16_row_tiles(a, [&a, w, k](auto rows, const float* x, float* y, std::size_t r) {
     if constexpr (decltype(rows)::value == 4) {
+      const std::uint16_t* w0 = w + r * k;
       const std::uint16_t* w1 = w0 + k;
       const std::uint16_t* w2 = w1 + k;
       const std::uint16_t* w3 = w2 + k;
@@ -39,14 +42,15 @@ void f16_scalar(const LinearArgs& a) noexcept {
         s2 = fmadd(xc, half_to_float(w2[c]), s2);
         s3 = fmadd(xc, half_to_float(w3[c]), s3);
       }
-      y[0] = bias_of(bias, 0) + s0;
-      y[1] = bias_of(bias, 1) + s1;
-      y[2] = bias_of(bias, 2) + s2;
-      y[3] = bias_of(bias, 3) + s3;
+      y[r] = bias_of(a.bias, r) + s0;
+      y[r + 1] = bias_of(a.bias, r + 1) + s1;
+      y[r + 2] = bias_of(a.bias, r + 2) + s2;
+      y[r + 3] = bias_of(a.bias, r + 3) + s3;
     } else {
+      const std::uint16_t* w0 = w + r * k;
       float s0 = 0.0f;
       for (std::size_t c = 0; c < k; ++c) s0 = fmadd(x[c], half_to_float(w0[c]), s0);
-      y[0] = bias_of(bias, 0) + s0;
+      y[r] = bias_of(a.bias, r) + s0;
     }
   });
 }
