@@ -181,6 +181,7 @@ void quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) no
   }
 }
 
+// clang-format off
 // Eight columns of one row (asm text): an LDRD of the row's weights p, per word two SXTB16 and two SMLAD into a
 // against the expanded x in x0–x3.
 #define MICROATTN_ARMV7EM_DOT8(p, a)            \
@@ -194,9 +195,11 @@ void quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) no
   "smlad %[" a "], %[wb], %[x2], %[" a "]\n\t" \
   "smlad %[" a "], %[t], %[x3], %[" a "]\n\t"
 // Eight columns of both rows: one LDM of x for the two.
-#define MICROATTN_ARMV7EM_DOT8_X2 \
-  "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" MICROATTN_ARMV7EM_DOT8("p0", "a0") MICROATTN_ARMV7EM_DOT8("p1", "a1")
+#define MICROATTN_ARMV7EM_DOT8_X2                  \
+  "ldmia %[xp]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
+  MICROATTN_ARMV7EM_DOT8("p0", "a0") MICROATTN_ARMV7EM_DOT8("p1", "a1")
 #define MICROATTN_ARMV7EM_DOT16_X2 MICROATTN_ARMV7EM_DOT8_X2 MICROATTN_ARMV7EM_DOT8_X2
+// clang-format on
 
 // The int32 sums of `pairs` row pairs over `cols` columns (a multiple of 16; rows word-aligned) against the
 // expanded x xx: rows (p, p + ldw), (p + 2·ldw, p + 3·ldw), ..., each pair's two sums stored at sums[0], sums[1],
@@ -240,9 +243,8 @@ __attribute__((noinline)) void q8_pairs(const std::int8_t* p0, std::size_t ldw, 
       "bcc 1b\n\t"
       "b 3b\n\t"
       "9:"
-      : [a0] "=&r"(a0), [a1] "=&r"(a1), [p0] "+r"(p0), [p1] "+r"(p1), [xp] "=&r"(xp), [xe] "+r"(xe),
-        [sums] "+r"(sums), [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "+r"(wa),
-        [wb] "+r"(wb), [t] "+r"(t)
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [p0] "+r"(p0), [p1] "+r"(p1), [xp] "=&r"(xp), [xe] "+r"(xe), [sums] "+r"(sums),
+        [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [wa] "+r"(wa), [wb] "+r"(wb), [t] "+r"(t)
       :
       : "cc", "memory", "s0", "s1", "s2", "s4", "s5");
 }
@@ -257,8 +259,11 @@ MICROATTN_ARMV7EM_INLINE std::int32_t dot4(std::uint32_t w, std::uint32_t xe, st
 // sums[i] = the int32 sum of row i (from p, stride ldw) over one segment, for i < rows: its first `main` columns
 // (a multiple of 16, rows word-aligned) through q8_pairs, the words after them and the bytes of its last seg % 4
 // columns in C (xq: those columns of x), two rows at a time. An odd last row is summed twice, into sums[rows] too.
-__attribute__((optimize("Os"))) void q8_row_sums(const std::int8_t* p, std::size_t ldw, std::size_t rows, std::size_t main, std::size_t seg,
-                 const std::uint32_t* xs, const std::int8_t* xq, std::int32_t* sums) noexcept {
+// This and the drivers below are compiled -Os (inside the file's -O2): they run per block and segment, not per
+// MAC, and -O2 made them 360 B larger.
+__attribute__((optimize("Os"))) void q8_row_sums(const std::int8_t* p, std::size_t ldw, std::size_t rows,
+                                                 std::size_t main, std::size_t seg, const std::uint32_t* xs,
+                                                 const std::int8_t* xq, std::int32_t* sums) noexcept {
   if (main != 0) {
     if (rows >= 2) q8_pairs(p, ldw, xs, main, sums, rows / 2);
     if (rows % 2 != 0) q8_pairs(p + (rows - 1) * ldw, 0, xs, main, sums + rows - 1, 1);
@@ -322,7 +327,7 @@ void q8_scale_rows(const std::int32_t* sums, const float* sw, std::size_t st, co
         : "cc", "memory", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11");
     n %= 4;
   }
-  const auto sum = [sums](std::size_t i) noexcept {
+  const auto sum = [&sums](std::size_t i) noexcept {  // sums as advanced by the asm
     std::int32_t s;
     std::memcpy(&s, sums + i, sizeof s);  // sums may be y's floats (q8_rows)
     return static_cast<float>(s);
@@ -330,6 +335,33 @@ void q8_scale_rows(const std::int32_t* sums, const float* sw, std::size_t st, co
   if (fused) {
     for (std::size_t i = 0; i < n; ++i, sw += st) out[i] = fmadd(sum(i) * *sw, sx, in[step ? i : 0]);
   } else {
+    if (n >= 2 && in == out) {  // the block's sums of rounded terms: two rows a step, any stride
+      const float* const end = out + (n & ~std::size_t{1});
+      asm volatile(
+          "1:\n\t"
+          "vldmia %[s]!, {s0-s1}\n\t"
+          "vcvt.f32.s32 s0, s0\n\t"
+          "vcvt.f32.s32 s1, s1\n\t"
+          "vldr s2, [%[sw]]\n\t"
+          "add %[sw], %[sw], %[st]\n\t"
+          "vldr s3, [%[sw]]\n\t"
+          "add %[sw], %[sw], %[st]\n\t"
+          "vmul.f32 s0, s0, s2\n\t"
+          "vmul.f32 s1, s1, s3\n\t"
+          "vmul.f32 s0, s0, %[x]\n\t"
+          "vmul.f32 s1, s1, %[x]\n\t"
+          "vldmia %[out], {s2-s3}\n\t"
+          "vadd.f32 s2, s2, s0\n\t"
+          "vadd.f32 s3, s3, s1\n\t"
+          "vstmia %[out]!, {s2-s3}\n\t"
+          "cmp %[out], %[e]\n\t"
+          "bne 1b"
+          : [s] "+r"(sums), [sw] "+r"(sw), [out] "+r"(out)
+          : [e] "r"(end), [st] "r"(st * sizeof(float)), [x] "t"(sx)
+          : "cc", "memory", "s0", "s1", "s2", "s3");
+      in = out;
+      n %= 2;
+    }
     for (std::size_t i = 0; i < n; ++i, sw += st) {
       float v = sum(i) * *sw * sx;
       asm("" : "+t"(v));  // rounded on its own, not fused into the sum
@@ -343,8 +375,8 @@ void q8_scale_rows(const std::int32_t* sums, const float* sw, std::size_t st, co
 // y = fma(sum·sw, sx, base); else per row f = Σ_s (sum·sw)·sx (`main` == seg: every segment through q8_pairs) or
 // f = Σ_s fma(sum·sw, sx, f) (the others), then y = base + f. Where y starts from the bias, the direct case needs
 // no block: y itself holds the sums until they are scaled.
-__attribute__((optimize("Os"))) void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, const std::uint32_t* xx,
-             std::size_t main) noexcept {
+__attribute__((optimize("Os"))) void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch,
+                                             const std::uint32_t* xx, std::size_t main) noexcept {
   static constexpr float zeros[4] = {};
   const std::size_t seg = ch.seg, segs = ch.len / seg, words = seg / 4 * 2, st = ch.sw_stride;
   const std::size_t rps = ch.rows_per_scale;
@@ -375,8 +407,7 @@ __attribute__((optimize("Os"))) void q8_rows(const std::int8_t* w, std::size_t l
       // Rows with a scale each at stride st, or runs of rows sharing one (groups spanning rows: one segment).
       for (std::size_t i = 0; i < rows;) {
         const std::size_t r = r0 + i, run = rps == 1 ? rows : rps - r % rps < rows - i ? rps - r % rps : rows - i;
-        q8_scale_rows(sums + i, row_scales(ch, r) + s, rps == 1 ? st : 0, acc + i, true, acc + i, run, ch.sx[s],
-                      fused);
+        q8_scale_rows(sums + i, row_scales(ch, r) + s, rps == 1 ? st : 0, acc + i, true, acc + i, run, ch.sx[s], fused);
         i += run;
       }
     }
@@ -388,7 +419,8 @@ __attribute__((optimize("Os"))) void q8_rows(const std::int8_t* w, std::size_t l
   }
 }
 
-__attribute__((optimize("Os"))) void q8_chunk_armv7em(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+__attribute__((optimize("Os"))) void q8_chunk_armv7em(const std::int8_t* w, std::size_t ldw, std::size_t n,
+                                                      const Q8Chunk& ch) noexcept {
   assert(ch.rows == 1);
   const std::size_t seg = ch.seg, segs = ch.len / seg, quads = seg / 4;
   // x as SXTB16 pairs, segment after segment (each segment's last seg % 4 columns stay in ch.q).
