@@ -320,8 +320,10 @@ TEST_P(LinearKernel, Q8AlignedRowsAcrossKernelBlocks) {
   // Word-aligned weights with segments of whole 16-byte steps: the Cortex-M kernels' fast paths (row pairs / quads in
   // asm, sums kept per block of 16 rows), across their row-tile and block edges, with one and several segments per
   // chunk, scales per row, per group and shared by rows, and more than one chunk per row (the accumulating calls).
-  const std::vector<Layout> layouts = {{16, 16, 0}, {64, 64, 0},   {256, 64, 0}, {48, 16, 0},      {96, 32, 0},
-                                       {32, 64, 0}, {512, 512, 0}, {576, 64, 0}, {128, 128 * 4, 0}};
+  // Segments of an odd number of 16 columns enter the 32-column asm step at its second half (48: then whole steps).
+  const std::vector<Layout> layouts = {{16, 16, 0},       {64, 64, 0}, {256, 64, 0},  {48, 16, 0},
+                                       {96, 32, 0},       {32, 64, 0}, {512, 512, 0}, {576, 64, 0},
+                                       {128, 128 * 4, 0}, {48, 48, 0}, {144, 48, 0},  {80, 80, 0}};
   std::uint32_t seed = 2500;
   for (const Layout& l : layouts)
     for (std::size_t n : {1, 2, 3, 4, 5, 7, 15, 16, 17, 31, 32, 33, 67})

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "microattn/weights.hpp"
 
@@ -170,6 +171,19 @@ inline __attribute__((always_inline)) Q8TileSource<NR> q8_tile_source(const std:
   Q8TileSource<NR> t{c.q + i0 * c.ldq, c.sx + i0 * c.ldsx, w + r0 * ldw, {}};
   for (int j = 0; j < NR; ++j) t.sw[j] = row_scales(c, r0 + j);
   return t;
+}
+
+// The f16 kernels' tiles: each row of x against four weight rows at a time, then the rest one by one, as
+// tile(std::integral_constant<int, R>, x's row, y's row, r) for weight rows [r, r + R).
+template <typename Tile>
+inline __attribute__((always_inline)) void f16_row_tiles(const LinearArgs& a, Tile tile) noexcept {
+  for (std::size_t i = 0; i < a.m; ++i) {
+    const float* x = a.x + i * a.ldx;
+    float* y = a.y + i * a.ldy;
+    std::size_t r = 0;
+    for (; r + 4 <= a.n; r += 4) tile(std::integral_constant<int, 4>{}, x, y, r);
+    for (; r < a.n; ++r) tile(std::integral_constant<int, 1>{}, x, y, r);
+  }
 }
 
 // IEEE binary16 → float, exact for every bit pattern (scalar; shared by the vector kernels' tails). Forced inline:

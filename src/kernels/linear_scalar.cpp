@@ -28,11 +28,8 @@ float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullpt
 void f16_scalar(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::size_t k = a.k;
-  for (std::size_t i = 0; i < a.m; ++i) {
-    const float* x = a.x + i * a.ldx;
-    float* y = a.y + i * a.ldy;
-    std::size_t r = 0;
-    for (; r + 4 <= a.n; r += 4) {
+  f16_row_tiles(a, [&a, w, k](auto rows, const float* x, float* y, std::size_t r) {
+    if constexpr (decltype(rows)::value == 4) {
       const std::uint16_t* w0 = w + r * k;
       const std::uint16_t* w1 = w0 + k;
       const std::uint16_t* w2 = w1 + k;
@@ -49,14 +46,13 @@ void f16_scalar(const LinearArgs& a) noexcept {
       y[r + 1] = bias_of(a.bias, r + 1) + s1;
       y[r + 2] = bias_of(a.bias, r + 2) + s2;
       y[r + 3] = bias_of(a.bias, r + 3) + s3;
-    }
-    for (; r < a.n; ++r) {
+    } else {
       const std::uint16_t* w0 = w + r * k;
       float s0 = 0.0f;
       for (std::size_t c = 0; c < k; ++c) s0 = fmadd(x[c], half_to_float(w0[c]), s0);
       y[r] = bias_of(a.bias, r) + s0;
     }
-  }
+  });
 }
 
 // One x row of a chunk against four weight rows: per segment, four int32 sums, then (sum·sw)·sx as runq.c orders it.
