@@ -6,9 +6,19 @@
 #include <cstring>
 #include <new>
 
-#include <microattn/matmul.hpp>
 #include <microattn/softmax.hpp>
 #include <microattn/weights.hpp>
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps() (`__Y = __Y`), which -Wmaybe-uninitialized flags.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#define LLAMA_WIDE 1
+#define LLAMA_AVX512 __attribute__((target("avx512f")))
+#else
+#define LLAMA_WIDE 0
+#endif
 
 namespace llama {
 
@@ -16,7 +26,7 @@ namespace ma = microattn;
 
 namespace {
 
-// The shapes are the loader's, so an error from the library is a bug here: report and stop.
+// The shapes are checked once, when the weights are prepared, so an error from the library is a bug here.
 void check(ma::Status st, const char* what) {
   if (st != ma::Status::ok) {
     std::fprintf(stderr, "llama_run: %s failed: %s\n", what, ma::to_string(st));
@@ -49,6 +59,189 @@ void rotate(float* v, std::size_t n, std::size_t head_dim, const RunState& s) {
   }
 }
 
+// Whether linear quantizes x for w (groups tile every row alike) rather than computing in float.
+bool q8_quantized(const ma::WeightMatrix& w) { return w.cols % w.group == 0 || w.group % w.cols == 0; }
+
+// Element i of a weight matrix as linear's float path reads it (q8: scale · value, rounded once).
+float weight_at(const ma::WeightMatrix& w, std::size_t i) {
+  if (w.format == ma::Format::f32) return static_cast<const float*>(w.data)[i];
+  return w.scales[i / w.group] * static_cast<float>(static_cast<const std::int8_t*>(w.data)[i]);
+}
+
+// The rows of `parts` (same cols, same format) as one matrix: q8 stays q8 where every part's groups divide its
+// rows (whole groups per row, so the values and the scales concatenate); otherwise f32 (dequantized). One part
+// that linear computes in float is dequantized; any other single part is used as it is.
+ma::WeightMatrix concat(const ma::WeightMatrix* parts, std::size_t count, RunState& s) {
+  bool all_q8_rows = parts[0].format == ma::Format::q8;
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    rows += parts[i].rows;
+    all_q8_rows = all_q8_rows && parts[i].format == ma::Format::q8 && parts[i].group == parts[0].group &&
+                  parts[i].cols % parts[i].group == 0;
+  }
+  const std::size_t cols = parts[0].cols;
+  if (count == 1 && (parts[0].format != ma::Format::q8 || q8_quantized(parts[0]))) return parts[0];
+  if (all_q8_rows) {
+    const std::size_t group = parts[0].group;
+    s.owned_q8.emplace_back(rows * cols);
+    s.owned_f32.emplace_back(rows * cols / group);
+    std::int8_t* q = s.owned_q8.back().data();
+    float* sc = s.owned_f32.back().data();
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t n = parts[i].rows * cols;
+      std::memcpy(q, parts[i].data, n);
+      std::memcpy(sc, parts[i].scales, n / group * sizeof(float));
+      q += n;
+      sc += n / group;
+    }
+    return ma::weights_q8(s.owned_q8.back().data(), s.owned_f32.back().data(), rows, cols, group);
+  }
+  s.owned_f32.emplace_back(rows * cols);
+  float* out = s.owned_f32.back().data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t n = parts[i].rows * cols;
+    if (parts[i].format == ma::Format::f32) {
+      std::memcpy(out, parts[i].data, n * sizeof(float));
+    } else {
+      for (std::size_t j = 0; j < n; ++j) out[j] = weight_at(parts[i], j);
+    }
+    out += n;
+  }
+  return ma::weights_f32(s.owned_f32.back().data(), rows, cols);
+}
+
+// The attention of every query head at one position, over n cached positions: scores against the keys (kt: kv
+// head × hd × cap, position fastest), softmax, weighted sum of the values (vc: kv head × cap × hd, position-major).
+// The sums follow llama2.c's loops as GCC vectorizes them at -Ofast (run.c / runq.c, where the text is compared):
+// each score sums q_d·k_d in eight lanes (d mod 8), folded (0+4, 2+6), (1+5, 3+7), then the last hd mod 8 terms in
+// order; each output element of the values is one fused multiply-add chain over the positions in order.
+struct AttentionArgs {
+  const float* q;  // n_heads × hd
+  const float* kt;
+  const float* vc;
+  float* att;      // n_heads × n
+  float* out;      // n_heads × hd
+  std::size_t heads, group, hd, n, cap;
+};
+
+void attention_scalar(const AttentionArgs& a) {
+  const float root = std::sqrt(static_cast<float>(a.hd));
+  for (std::size_t h = 0; h < a.heads; ++h) {
+    const float* qh = a.q + h * a.hd;
+    const float* kt = a.kt + (h / a.group) * a.hd * a.cap;
+    float* sr = a.att + h * a.n;
+    for (std::size_t t = 0; t < a.n; ++t) {
+      float acc = 0.0f;
+      for (std::size_t d = 0; d < a.hd; ++d) acc += qh[d] * kt[d * a.cap + t];
+      sr[t] = acc / root;
+    }
+  }
+  check(ma::softmax_rows(ma::MatrixView<float>{a.att, a.heads, a.n, a.n}), "softmax");
+  for (std::size_t h = 0; h < a.heads; ++h) {
+    const float* vc = a.vc + (h / a.group) * a.cap * a.hd;
+    float* o = a.out + h * a.hd;
+    for (std::size_t d = 0; d < a.hd; ++d) o[d] = 0.0f;
+    for (std::size_t t = 0; t < a.n; ++t) {
+      const float pt = a.att[h * a.n + t];
+      for (std::size_t d = 0; d < a.hd; ++d) o[d] += pt * vc[t * a.hd + d];
+    }
+  }
+}
+
+#if LLAMA_WIDE
+__mmask16 tail_mask(std::size_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
+  const __m512 root = _mm512_set1_ps(std::sqrt(static_cast<float>(a.hd)));
+  const std::size_t hd8 = a.hd - a.hd % 8;
+  for (std::size_t h = 0; h < a.heads; ++h) {
+    const float* qh = a.q + h * a.hd;
+    const float* kt = a.kt + (h / a.group) * a.hd * a.cap;
+    for (std::size_t t = 0; t < a.n; t += 16) {
+      const __mmask16 m = tail_mask(a.n - t);
+      __m512 score;
+      if (hd8 > 0) {
+        __m512 lane[8];
+        for (std::size_t j = 0; j < 8; ++j) lane[j] = _mm512_mul_ps(_mm512_set1_ps(qh[j]), _mm512_maskz_loadu_ps(m, kt + j * a.cap + t));
+        for (std::size_t d = 8; d < hd8; d += 8)
+          for (std::size_t j = 0; j < 8; ++j) lane[j] = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + j]), _mm512_maskz_loadu_ps(m, kt + (d + j) * a.cap + t), lane[j]);
+        score = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(lane[0], lane[4]), _mm512_add_ps(lane[2], lane[6])),
+                              _mm512_add_ps(_mm512_add_ps(lane[1], lane[5]), _mm512_add_ps(lane[3], lane[7])));
+      } else {
+        score = _mm512_setzero_ps();
+      }
+      for (std::size_t d = hd8; d < a.hd; ++d) score = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_maskz_loadu_ps(m, kt + d * a.cap + t), score);
+      _mm512_mask_storeu_ps(a.att + h * a.n + t, m, _mm512_div_ps(score, root));
+    }
+  }
+  check(ma::softmax_rows(ma::MatrixView<float>{a.att, a.heads, a.n, a.n}), "softmax");
+  // Up to 16 heads' chains at a time, interleaved (each is as long as n), over the head dimension 16 at a time.
+  for (std::size_t h0 = 0; h0 < a.heads; h0 += 16) {
+    const std::size_t hn = a.heads - h0 < 16 ? a.heads - h0 : 16;
+    for (std::size_t d0 = 0; d0 < a.hd; d0 += 16) {
+      const __mmask16 m = tail_mask(a.hd - d0);
+      __m512 acc[16];
+      const float* v[16];
+      const float* p[16];
+      for (std::size_t i = 0; i < hn; ++i) {
+        acc[i] = _mm512_setzero_ps();
+        v[i] = a.vc + ((h0 + i) / a.group) * a.cap * a.hd + d0;
+        p[i] = a.att + (h0 + i) * a.n;
+      }
+      for (std::size_t t = 0; t < a.n; ++t)
+        for (std::size_t i = 0; i < hn; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i][t]), _mm512_maskz_loadu_ps(m, v[i] + t * a.hd), acc[i]);
+      for (std::size_t i = 0; i < hn; ++i) _mm512_mask_storeu_ps(a.out + (h0 + i) * a.hd + d0, m, acc[i]);
+    }
+  }
+}
+#endif
+
+// One decoder layer at position pos over s.x (dim floats, updated in place), with its K/V cache: x += wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then
+// x += w2·(silu(w1·n) ⊙ w3·n), n = rms_norm(x).
+void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, float* key_cache, float* value_cache,
+                   RunState& s) {
+  const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
+                    kv_heads = static_cast<std::size_t>(p.n_kv_heads), hidden = static_cast<std::size_t>(p.hidden_dim),
+                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = s.capacity, n = pos + 1;
+  float* x = s.x.data();
+  float* q = s.qkv.data();
+  float* k = q + dim;
+  float* v = k + hd * kv_heads;
+
+  rms_norm(s.xb.data(), x, w.attention_norm, dim);
+  project(w.qkv, s.xb.data(), q);
+  rotate(q, dim, hd, s);
+  rotate(k, hd * kv_heads, hd, s);
+
+  for (std::size_t g = 0; g < kv_heads; ++g) {
+    for (std::size_t d = 0; d < hd; ++d) key_cache[(g * hd + d) * cap + pos] = k[g * hd + d];
+    std::memcpy(value_cache + (g * cap + pos) * hd, v + g * hd, hd * sizeof(float));
+  }
+  const AttentionArgs args{q, key_cache, value_cache, s.att.data(), s.xb.data(), kv_heads * group, group, hd, n, cap};
+#if LLAMA_WIDE
+  if (s.wide)
+    attention_avx512(args);
+  else
+#endif
+    attention_scalar(args);
+  project(w.wo, s.xb.data(), s.xb2.data());
+  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];
+
+  rms_norm(s.xb.data(), x, w.ffn_norm, dim);
+  float* h1 = s.hb.data();
+  const float* h3 = h1 + hidden;
+  project(w.w13, s.xb.data(), h1);
+  for (std::size_t i = 0; i < hidden; ++i) {
+    const float g = h1[i];
+    h1[i] = g * (1.0f / (1.0f + std::exp(-g))) * h3[i];
+  }
+  project(w.w2, h1, s.xb.data());
+  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
+}
+
 }  // namespace
 
 void rms_norm(float* o, const float* x, const float* weight, std::size_t n) noexcept {
@@ -68,71 +261,35 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
   std::size_t cache = 0;
   if (__builtin_mul_overflow(layers, capacity, &cache) || __builtin_mul_overflow(cache, kv, &cache)) return false;
   try {
+    s = RunState{};
     s.capacity = capacity;
     s.x.assign(dim, 0.0f);
     s.xb.assign(dim, 0.0f);
     s.xb2.assign(dim, 0.0f);
-    s.hb.assign(hidden, 0.0f);
-    s.hb2.assign(hidden, 0.0f);
-    s.q.assign(dim, 0.0f);
-    s.k.assign(kv, 0.0f);
-    s.v.assign(kv, 0.0f);
-    s.att.assign(static_cast<std::size_t>(p.n_heads / p.n_kv_heads) * capacity, 0.0f);
+    s.hb.assign(2 * hidden, 0.0f);
+    s.qkv.assign(dim + 2 * kv, 0.0f);
+    s.att.assign(static_cast<std::size_t>(p.n_heads) * capacity, 0.0f);
     s.logits.assign(static_cast<std::size_t>(p.vocab_size), 0.0f);
     s.key_cache.assign(cache, 0.0f);
     s.value_cache.assign(cache, 0.0f);
     s.rope_cos.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     s.rope_sin.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
+    // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
+    s.owned_f32.reserve(3 * layers);
+    s.owned_q8.reserve(2 * layers);
+    for (const LayerWeights& lw : m.layers) {
+      const ma::WeightMatrix qkv[3] = {lw.wq, lw.wk, lw.wv}, w13[2] = {lw.w1, lw.w3};
+      PreparedLayer pl{lw.attention_norm, lw.ffn_norm, concat(qkv, 3, s), concat(&lw.wo, 1, s), concat(w13, 2, s),
+                       concat(&lw.w2, 1, s)};
+      s.layers.push_back(pl);
+    }
   } catch (const std::bad_alloc&) {
     return false;
   }
+#if LLAMA_WIDE
+  s.wide = __builtin_cpu_supports("avx512f") && std::getenv("LLAMA_RUN_SCALAR") == nullptr;
+#endif
   return true;
-}
-
-void decoder_layer_forward_reference(const Config& p, const LayerWeights& w, std::size_t pos, float* key_cache,
-                                     float* value_cache, RunState& s) {
-  const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
-                    kv_heads = static_cast<std::size_t>(p.n_kv_heads), hidden = static_cast<std::size_t>(p.hidden_dim),
-                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = s.capacity, n = pos + 1;
-  float* x = s.x.data();
-
-  rms_norm(s.xb.data(), x, w.attention_norm, dim);
-  project(w.wq, s.xb.data(), s.q.data());
-  project(w.wk, s.xb.data(), s.k.data());
-  project(w.wv, s.xb.data(), s.v.data());
-  rotate(s.q.data(), dim, hd, s);
-  rotate(s.k.data(), hd * kv_heads, hd, s);
-
-  // The cache is head-major (kv head × position × head_dim), so each KV head's keys and values are dense matrices
-  // and the `group` query heads that share them are one matrix product each.
-  for (std::size_t g = 0; g < kv_heads; ++g) {
-    float* kc = key_cache + g * cap * hd;
-    float* vc = value_cache + g * cap * hd;
-    std::memcpy(kc + pos * hd, s.k.data() + g * hd, hd * sizeof(float));
-    std::memcpy(vc + pos * hd, s.v.data() + g * hd, hd * sizeof(float));
-    const ma::MatrixView<float> scores{s.att.data(), group, n, n};
-    check(ma::matmul(ma::MatrixView<const float>{s.q.data() + g * group * hd, group, hd, hd},
-                     ma::MatrixView<const float>{kc, n, hd, hd}, scores, /*transpose_b=*/true),
-          "scores");
-    const float scale = std::sqrt(static_cast<float>(hd));
-    for (std::size_t i = 0; i < group * n; ++i) s.att[i] /= scale;
-    check(ma::softmax_rows(scores), "softmax");
-    check(ma::matmul(scores, ma::MatrixView<const float>{vc, n, hd, hd},
-                     ma::MatrixView<float>{s.xb.data() + g * group * hd, group, hd, hd}),
-          "weighted values");
-  }
-  project(w.wo, s.xb.data(), s.xb2.data());
-  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];
-
-  rms_norm(s.xb.data(), x, w.ffn_norm, dim);
-  project(w.w1, s.xb.data(), s.hb.data());
-  project(w.w3, s.xb.data(), s.hb2.data());
-  for (std::size_t i = 0; i < hidden; ++i) {
-    const float g = s.hb[i];
-    s.hb[i] = g * (1.0f / (1.0f + std::exp(-g))) * s.hb2[i];
-  }
-  project(w.w2, s.hb.data(), s.xb.data());
-  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
 }
 
 const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
@@ -140,9 +297,8 @@ const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
   const std::size_t per_layer = s.capacity * static_cast<std::size_t>(p.kv_dim());
   m.embedding_row(token, s.x.data());
   set_rope(p, pos, s);
-  for (std::size_t l = 0; l < m.layers.size(); ++l)
-    decoder_layer_forward_reference(p, m.layers[l], pos, s.key_cache.data() + l * per_layer,
-                                    s.value_cache.data() + l * per_layer, s);
+  for (std::size_t l = 0; l < s.layers.size(); ++l)
+    decoder_layer(p, s.layers[l], pos, s.key_cache.data() + l * per_layer, s.value_cache.data() + l * per_layer, s);
   rms_norm(s.x.data(), s.x.data(), m.final_norm, static_cast<std::size_t>(p.dim));
   project(m.classifier, s.x.data(), s.logits.data());
   return s.logits.data();
