@@ -15,7 +15,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define LLAMA_WIDE 1
-#define LLAMA_AVX512 __attribute__((target("avx512f")))
+#define LLAMA_AVX512 __attribute__((target("avx512f,fma")))
 #else
 #define LLAMA_WIDE 0
 #endif
@@ -110,6 +110,25 @@ ma::WeightMatrix concat(const ma::WeightMatrix* parts, std::size_t count, RunSta
   return ma::weights_f32(s.owned_f32.back().data(), rows, cols);
 }
 
+// Splits an f32 w (see PreparedLayer) into head and tail; false where it is left whole.
+bool split_columns(const ma::WeightMatrix& w, ma::WeightMatrix& head, ma::WeightMatrix& tail, RunState& s) {
+  const std::size_t cols = w.cols, head_cols = cols - cols % 128, tail_cols = cols - head_cols;
+  if (w.format != ma::Format::f32 || head_cols == 0 || tail_cols == 0) return false;
+  const std::size_t padded = (tail_cols + 15) / 16 * 16;
+  const auto* src = static_cast<const float*>(w.data);
+  s.owned_f32.emplace_back(w.rows * head_cols);
+  float* h = s.owned_f32.back().data();
+  s.owned_f32.emplace_back(w.rows * padded, 0.0f);
+  float* t = s.owned_f32.back().data();
+  for (std::size_t r = 0; r < w.rows; ++r) {
+    std::memcpy(h + r * head_cols, src + r * cols, head_cols * sizeof(float));
+    std::memcpy(t + r * padded, src + r * cols + head_cols, tail_cols * sizeof(float));
+  }
+  head = ma::weights_f32(h, w.rows, head_cols);
+  tail = ma::weights_f32(t, w.rows, padded);
+  return true;
+}
+
 // The attention of every query head at one position, over n cached positions: scores against the keys (kt: kv
 // head × hd × cap, position fastest), softmax, weighted sum of the values (vc: kv head × cap × hd, position-major).
 // The sums follow llama2.c's loops as GCC vectorizes them at -Ofast (run.c / runq.c, where the text is compared):
@@ -119,8 +138,8 @@ struct AttentionArgs {
   const float* q;  // n_heads × hd
   const float* kt;
   const float* vc;
-  float* att;      // n_heads × n
-  float* out;      // n_heads × hd
+  float* att;  // n_heads × n
+  float* out;  // n_heads × hd
   std::size_t heads, group, hd, n, cap;
 };
 
@@ -153,54 +172,97 @@ __mmask16 tail_mask(std::size_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
+// Scores of one head for 16 positions from t (mask m): lanes of d mod 8, folded as GCC folds a vector sum.
+LLAMA_AVX512 inline __m512 score16(const float* qh, const float* kt, std::size_t hd, std::size_t cap, std::size_t t,
+                                   __mmask16 m) {
+  const std::size_t hd8 = hd - hd % 8;
+  __m512 score = _mm512_setzero_ps();
+  if (hd8 > 0) {
+    __m512 l0 = _mm512_mul_ps(_mm512_set1_ps(qh[0]), _mm512_maskz_loadu_ps(m, kt + (0) * cap + t)),
+           l1 = _mm512_mul_ps(_mm512_set1_ps(qh[1]), _mm512_maskz_loadu_ps(m, kt + (1) * cap + t)),
+           l2 = _mm512_mul_ps(_mm512_set1_ps(qh[2]), _mm512_maskz_loadu_ps(m, kt + (2) * cap + t)),
+           l3 = _mm512_mul_ps(_mm512_set1_ps(qh[3]), _mm512_maskz_loadu_ps(m, kt + (3) * cap + t)),
+           l4 = _mm512_mul_ps(_mm512_set1_ps(qh[4]), _mm512_maskz_loadu_ps(m, kt + (4) * cap + t)),
+           l5 = _mm512_mul_ps(_mm512_set1_ps(qh[5]), _mm512_maskz_loadu_ps(m, kt + (5) * cap + t)),
+           l6 = _mm512_mul_ps(_mm512_set1_ps(qh[6]), _mm512_maskz_loadu_ps(m, kt + (6) * cap + t)),
+           l7 = _mm512_mul_ps(_mm512_set1_ps(qh[7]), _mm512_maskz_loadu_ps(m, kt + (7) * cap + t));
+    for (std::size_t d = 8; d < hd8; d += 8) {
+      l0 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_maskz_loadu_ps(m, kt + (d)*cap + t), l0);
+      l1 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 1]), _mm512_maskz_loadu_ps(m, kt + (d + 1) * cap + t), l1);
+      l2 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 2]), _mm512_maskz_loadu_ps(m, kt + (d + 2) * cap + t), l2);
+      l3 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 3]), _mm512_maskz_loadu_ps(m, kt + (d + 3) * cap + t), l3);
+      l4 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 4]), _mm512_maskz_loadu_ps(m, kt + (d + 4) * cap + t), l4);
+      l5 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 5]), _mm512_maskz_loadu_ps(m, kt + (d + 5) * cap + t), l5);
+      l6 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 6]), _mm512_maskz_loadu_ps(m, kt + (d + 6) * cap + t), l6);
+      l7 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 7]), _mm512_maskz_loadu_ps(m, kt + (d + 7) * cap + t), l7);
+    }
+    score = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l0, l4), _mm512_add_ps(l2, l6)),
+                          _mm512_add_ps(_mm512_add_ps(l1, l5), _mm512_add_ps(l3, l7)));
+  }
+  for (std::size_t d = hd8; d < hd; ++d)
+    score = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_maskz_loadu_ps(m, kt + d * cap + t), score);
+  return score;
+}
+
+// The weighted values of B heads from h0, 16 (or, with Half, 8 unmasked) dimensions from d0: B chains over the
+// positions, interleaved. Half: 256-bit operations (Zen 4 splits 512-bit ones; half a mask wastes half of each).
+template <std::size_t B, bool Half>
+LLAMA_AVX512 inline void values_block(const AttentionArgs& a, std::size_t h0, std::size_t d0) {
+  const float* v[B];
+  const float* p[B];
+  for (std::size_t i = 0; i < B; ++i) {
+    v[i] = a.vc + ((h0 + i) / a.group) * a.cap * a.hd + d0;
+    p[i] = a.att + (h0 + i) * a.n;
+  }
+  if constexpr (Half) {
+    __m256 acc[B];
+    for (std::size_t i = 0; i < B; ++i) acc[i] = _mm256_setzero_ps();
+    for (std::size_t t = 0; t < a.n; ++t)
+      for (std::size_t i = 0; i < B; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(p[i] + t), _mm256_loadu_ps(v[i] + t * a.hd), acc[i]);
+    for (std::size_t i = 0; i < B; ++i) _mm256_storeu_ps(a.out + (h0 + i) * a.hd + d0, acc[i]);
+  } else {
+    const __mmask16 m = tail_mask(a.hd - d0);
+    __m512 acc[B];
+    for (std::size_t i = 0; i < B; ++i) acc[i] = _mm512_setzero_ps();
+    for (std::size_t t = 0; t < a.n; ++t)
+      for (std::size_t i = 0; i < B; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i][t]), _mm512_maskz_loadu_ps(m, v[i] + t * a.hd), acc[i]);
+    for (std::size_t i = 0; i < B; ++i) _mm512_mask_storeu_ps(a.out + (h0 + i) * a.hd + d0, m, acc[i]);
+  }
+}
+
+template <bool Half>
+LLAMA_AVX512 void values_avx512(const AttentionArgs& a) {
+  const std::size_t step = Half ? 8 : 16;
+  for (std::size_t d0 = 0; d0 < a.hd; d0 += step) {
+    std::size_t h = 0;
+    for (; h + 8 <= a.heads; h += 8) values_block<8, Half>(a, h, d0);
+    for (; h + 4 <= a.heads; h += 4) values_block<4, Half>(a, h, d0);
+    for (; h < a.heads; ++h) values_block<1, Half>(a, h, d0);
+  }
+}
+
 LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
   const __m512 root = _mm512_set1_ps(std::sqrt(static_cast<float>(a.hd)));
-  const std::size_t hd8 = a.hd - a.hd % 8;
   for (std::size_t h = 0; h < a.heads; ++h) {
     const float* qh = a.q + h * a.hd;
     const float* kt = a.kt + (h / a.group) * a.hd * a.cap;
     for (std::size_t t = 0; t < a.n; t += 16) {
       const __mmask16 m = tail_mask(a.n - t);
-      __m512 score;
-      if (hd8 > 0) {
-        __m512 lane[8];
-        for (std::size_t j = 0; j < 8; ++j) lane[j] = _mm512_mul_ps(_mm512_set1_ps(qh[j]), _mm512_maskz_loadu_ps(m, kt + j * a.cap + t));
-        for (std::size_t d = 8; d < hd8; d += 8)
-          for (std::size_t j = 0; j < 8; ++j) lane[j] = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + j]), _mm512_maskz_loadu_ps(m, kt + (d + j) * a.cap + t), lane[j]);
-        score = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(lane[0], lane[4]), _mm512_add_ps(lane[2], lane[6])),
-                              _mm512_add_ps(_mm512_add_ps(lane[1], lane[5]), _mm512_add_ps(lane[3], lane[7])));
-      } else {
-        score = _mm512_setzero_ps();
-      }
-      for (std::size_t d = hd8; d < a.hd; ++d) score = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_maskz_loadu_ps(m, kt + d * a.cap + t), score);
-      _mm512_mask_storeu_ps(a.att + h * a.n + t, m, _mm512_div_ps(score, root));
+      _mm512_mask_storeu_ps(a.att + h * a.n + t, m, _mm512_div_ps(score16(qh, kt, a.hd, a.cap, t, m), root));
     }
   }
   check(ma::softmax_rows(ma::MatrixView<float>{a.att, a.heads, a.n, a.n}), "softmax");
-  // Up to 16 heads' chains at a time, interleaved (each is as long as n), over the head dimension 16 at a time.
-  for (std::size_t h0 = 0; h0 < a.heads; h0 += 16) {
-    const std::size_t hn = a.heads - h0 < 16 ? a.heads - h0 : 16;
-    for (std::size_t d0 = 0; d0 < a.hd; d0 += 16) {
-      const __mmask16 m = tail_mask(a.hd - d0);
-      __m512 acc[16];
-      const float* v[16];
-      const float* p[16];
-      for (std::size_t i = 0; i < hn; ++i) {
-        acc[i] = _mm512_setzero_ps();
-        v[i] = a.vc + ((h0 + i) / a.group) * a.cap * a.hd + d0;
-        p[i] = a.att + (h0 + i) * a.n;
-      }
-      for (std::size_t t = 0; t < a.n; ++t)
-        for (std::size_t i = 0; i < hn; ++i)
-          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i][t]), _mm512_maskz_loadu_ps(m, v[i] + t * a.hd), acc[i]);
-      for (std::size_t i = 0; i < hn; ++i) _mm512_mask_storeu_ps(a.out + (h0 + i) * a.hd + d0, m, acc[i]);
-    }
-  }
+  if (a.hd % 8 == 0)
+    values_avx512<true>(a);
+  else
+    values_avx512<false>(a);
 }
 #endif
 
-// One decoder layer at position pos over s.x (dim floats, updated in place), with its K/V cache: x += wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then
-// x += w2·(silu(w1·n) ⊙ w3·n), n = rms_norm(x).
+// One decoder layer at position pos over s.x (dim floats, updated in place), with its K/V cache: x +=
+// wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then x += w2·(silu(w1·n) ⊙ w3·n), n = rms_norm(x).
 void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, float* key_cache, float* value_cache,
                    RunState& s) {
   const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
@@ -239,6 +301,11 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
     h1[i] = g * (1.0f / (1.0f + std::exp(-g))) * h3[i];
   }
   project(w.w2, h1, s.xb.data());
+  if (w.w2_tail.data != nullptr) {
+    std::memcpy(s.tail.data(), h1 + w.w2.cols, (hidden - w.w2.cols) * sizeof(float));
+    project(w.w2_tail, s.tail.data(), s.xb2.data());
+    for (std::size_t i = 0; i < dim; ++i) s.xb[i] += s.xb2[i];
+  }
   for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
 }
 
@@ -275,19 +342,26 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
     s.rope_cos.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     s.rope_sin.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
-    s.owned_f32.reserve(3 * layers);
+    s.owned_f32.reserve(5 * layers);
     s.owned_q8.reserve(2 * layers);
     for (const LayerWeights& lw : m.layers) {
       const ma::WeightMatrix qkv[3] = {lw.wq, lw.wk, lw.wv}, w13[2] = {lw.w1, lw.w3};
-      PreparedLayer pl{lw.attention_norm, lw.ffn_norm, concat(qkv, 3, s), concat(&lw.wo, 1, s), concat(w13, 2, s),
-                       concat(&lw.w2, 1, s)};
+      PreparedLayer pl{lw.attention_norm, lw.ffn_norm,          concat(qkv, 3, s), concat(&lw.wo, 1, s),
+                       concat(w13, 2, s), concat(&lw.w2, 1, s), ma::WeightMatrix{}};
+      ma::WeightMatrix head{}, tail{};
+      if (split_columns(pl.w2, head, tail, s)) {
+        pl.w2 = head;
+        pl.w2_tail = tail;
+        if (s.tail.empty()) s.tail.assign(tail.cols, 0.0f);
+      }
       s.layers.push_back(pl);
     }
   } catch (const std::bad_alloc&) {
     return false;
   }
 #if LLAMA_WIDE
-  s.wide = __builtin_cpu_supports("avx512f") && std::getenv("LLAMA_RUN_SCALAR") == nullptr;
+  s.wide =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && std::getenv("LLAMA_RUN_SCALAR") == nullptr;
 #endif
   return true;
 }

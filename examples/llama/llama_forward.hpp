@@ -16,24 +16,30 @@ namespace llama {
 // every row (group divides cols) are concatenated as stored; a q8 matrix whose groups straddle rows unevenly
 // (e.g. w2 with hidden 172, group 64), which linear computes in float from the dequantized weights anyway, is
 // dequantized once here (each scale · value rounded once to float, as linear does).
+// An f32 w2 whose row length is over 128 and not a multiple of 128 (hidden 172) is split by columns into w2 (the
+// first multiple of 128) and w2_tail (the rest, zero-padded to a multiple of 16 columns): linear's kernels for
+// one row of x keep rows of up to 128 floats in registers, and longer ones take a path several times slower
+// per element at these sizes (measured: 64 × 172 866 ns, 64 × 128 144 ns).
 struct PreparedLayer {
   const float* attention_norm;
   const float* ffn_norm;
   microattn::WeightMatrix qkv, wo, w13, w2;
+  microattn::WeightMatrix w2_tail;  // data nullptr: no split
 };
 
 // Activations and the K/V cache of one sequence of at most `capacity` tokens.
 struct RunState {
   std::size_t capacity = 0;
   std::vector<float> x, xb, xb2, hb, qkv, att, logits;
+  std::vector<float> tail;  // w2_tail's input: the last hidden columns, zero-padded
   // Keys layer × kv head × head_dim × capacity (position fastest: a head's scores are vectors of positions,
   // whatever the head dimension); values layer × kv head × capacity × head_dim.
   std::vector<float> key_cache, value_cache;
   std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
   std::vector<PreparedLayer> layers;
-  std::vector<std::vector<float>> owned_f32;        // concatenated or dequantized weights
-  std::vector<std::vector<std::int8_t>> owned_q8;   // concatenated q8 values
-  bool wide = false;                                // the AVX-512 attention loops (checked once here)
+  std::vector<std::vector<float>> owned_f32;       // concatenated or dequantized weights
+  std::vector<std::vector<std::int8_t>> owned_q8;  // concatenated q8 values
+  bool wide = false;                               // the AVX-512 attention loops (checked once here)
 };
 
 // Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len) and prepares the weights. False if memory
