@@ -296,10 +296,11 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   float* h1 = s.hb.data();
   const float* h3 = h1 + hidden;
   project(w.w13, s.xb.data(), h1);
-  for (std::size_t i = 0; i < hidden; ++i) {
-    const float g = h1[i];
-    h1[i] = g * (1.0f / (1.0f + std::exp(-g))) * h3[i];
-  }
+  // silu(g) = g / (1 + e^-g) as run.c writes it, with the library's vectorized exp (within 1.5 ULP of expf's).
+  float* e = s.hb.data() + 2 * hidden;
+  for (std::size_t i = 0; i < hidden; ++i) e[i] = -h1[i];
+  check(ma::exp_elements(e, e, hidden), "exp");
+  for (std::size_t i = 0; i < hidden; ++i) h1[i] = h1[i] * (1.0f / (1.0f + e[i])) * h3[i];
   project(w.w2, h1, s.xb.data());
   if (w.w2_tail.data != nullptr) {
     std::memcpy(s.tail.data(), h1 + w.w2.cols, (hidden - w.w2.cols) * sizeof(float));
@@ -333,7 +334,7 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
     s.x.assign(dim, 0.0f);
     s.xb.assign(dim, 0.0f);
     s.xb2.assign(dim, 0.0f);
-    s.hb.assign(2 * hidden, 0.0f);
+    s.hb.assign(3 * hidden, 0.0f);  // w1·n, w3·n, e^-(w1·n)
     s.qkv.assign(dim + 2 * kv, 0.0f);
     s.att.assign(static_cast<std::size_t>(p.n_heads) * capacity, 0.0f);
     s.logits.assign(static_cast<std::size_t>(p.vocab_size), 0.0f);
