@@ -243,6 +243,33 @@ LLAMA_AVX512 void values_avx512(const AttentionArgs& a) {
   }
 }
 
+// run.c's softmax of each of `rows` rows of n (contiguous): max subtracted, exp, divided by the sum; the exp of
+// all rows in one exp_elements call (the library's vector exp: one call per layer instead of one per row).
+LLAMA_AVX512 void softmax_avx512(float* x, std::size_t rows, std::size_t n) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* xr = x + r * n;
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (std::size_t t = 0; t < n; t += 16)
+      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - t), xr + t));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      _mm512_mask_storeu_ps(xr + t, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + t), m));
+    }
+  }
+  check(ma::exp_elements(x, x, rows * n), "exp");
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* xr = x + r * n;
+    __m512 sum = _mm512_setzero_ps();
+    for (std::size_t t = 0; t < n; t += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(n - t), xr + t));
+    const __m512 total = _mm512_set1_ps(_mm512_reduce_add_ps(sum));
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      _mm512_mask_storeu_ps(xr + t, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, xr + t), total));
+    }
+  }
+}
+
 LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
   const __m512 root = _mm512_set1_ps(std::sqrt(static_cast<float>(a.hd)));
   for (std::size_t h = 0; h < a.heads; ++h) {
@@ -253,7 +280,7 @@ LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
       _mm512_mask_storeu_ps(a.att + h * a.n + t, m, _mm512_div_ps(score16(qh, kt, a.hd, a.cap, t, m), root));
     }
   }
-  check(ma::softmax_rows(ma::MatrixView<float>{a.att, a.heads, a.n, a.n}), "softmax");
+  softmax_avx512(a.att, a.heads, a.n);
   if (a.hd % 8 == 0)
     values_avx512<true>(a);
   else
