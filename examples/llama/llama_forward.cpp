@@ -11,8 +11,10 @@
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps() (`__Y = __Y`), which -Wmaybe-uninitialized flags.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 #define LLAMA_WIDE 1
 #define LLAMA_AVX512 __attribute__((target("avx512f,fma")))
@@ -172,36 +174,45 @@ __mmask16 tail_mask(std::size_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
-// Scores of one head for 16 positions from t (mask m): lanes of d mod 8, folded as GCC folds a vector sum.
-LLAMA_AVX512 inline __m512 score16(const float* qh, const float* kt, std::size_t hd, std::size_t cap, std::size_t t,
-                                   __mmask16 m) {
+// Scores of H heads (rows of q, hd apart) sharing one KV head for 16 positions from t (mask m), each key vector
+// loaded once for the H heads: lanes of d mod 8, folded as GCC folds a vector sum, then the last hd mod 8 terms.
+template <std::size_t H>
+LLAMA_AVX512 inline void score16(const float* q, const float* kt, std::size_t hd, std::size_t cap, std::size_t t,
+                                 __mmask16 m, __m512 (&score)[H]) {
   const std::size_t hd8 = hd - hd % 8;
-  __m512 score = _mm512_setzero_ps();
+  for (std::size_t h = 0; h < H; ++h) score[h] = _mm512_setzero_ps();
   if (hd8 > 0) {
-    __m512 l0 = _mm512_mul_ps(_mm512_set1_ps(qh[0]), _mm512_maskz_loadu_ps(m, kt + (0) * cap + t)),
-           l1 = _mm512_mul_ps(_mm512_set1_ps(qh[1]), _mm512_maskz_loadu_ps(m, kt + (1) * cap + t)),
-           l2 = _mm512_mul_ps(_mm512_set1_ps(qh[2]), _mm512_maskz_loadu_ps(m, kt + (2) * cap + t)),
-           l3 = _mm512_mul_ps(_mm512_set1_ps(qh[3]), _mm512_maskz_loadu_ps(m, kt + (3) * cap + t)),
-           l4 = _mm512_mul_ps(_mm512_set1_ps(qh[4]), _mm512_maskz_loadu_ps(m, kt + (4) * cap + t)),
-           l5 = _mm512_mul_ps(_mm512_set1_ps(qh[5]), _mm512_maskz_loadu_ps(m, kt + (5) * cap + t)),
-           l6 = _mm512_mul_ps(_mm512_set1_ps(qh[6]), _mm512_maskz_loadu_ps(m, kt + (6) * cap + t)),
-           l7 = _mm512_mul_ps(_mm512_set1_ps(qh[7]), _mm512_maskz_loadu_ps(m, kt + (7) * cap + t));
-    for (std::size_t d = 8; d < hd8; d += 8) {
-      l0 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_maskz_loadu_ps(m, kt + (d)*cap + t), l0);
-      l1 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 1]), _mm512_maskz_loadu_ps(m, kt + (d + 1) * cap + t), l1);
-      l2 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 2]), _mm512_maskz_loadu_ps(m, kt + (d + 2) * cap + t), l2);
-      l3 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 3]), _mm512_maskz_loadu_ps(m, kt + (d + 3) * cap + t), l3);
-      l4 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 4]), _mm512_maskz_loadu_ps(m, kt + (d + 4) * cap + t), l4);
-      l5 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 5]), _mm512_maskz_loadu_ps(m, kt + (d + 5) * cap + t), l5);
-      l6 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 6]), _mm512_maskz_loadu_ps(m, kt + (d + 6) * cap + t), l6);
-      l7 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 7]), _mm512_maskz_loadu_ps(m, kt + (d + 7) * cap + t), l7);
+    __m512 l[H][8];
+    for (std::size_t j = 0; j < 8; ++j) {
+      const __m512 k = _mm512_maskz_loadu_ps(m, kt + j * cap + t);
+      for (std::size_t h = 0; h < H; ++h) l[h][j] = _mm512_mul_ps(_mm512_set1_ps(q[h * hd + j]), k);
     }
-    score = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l0, l4), _mm512_add_ps(l2, l6)),
-                          _mm512_add_ps(_mm512_add_ps(l1, l5), _mm512_add_ps(l3, l7)));
+    for (std::size_t d = 8; d < hd8; d += 8)
+      for (std::size_t j = 0; j < 8; ++j) {
+        const __m512 k = _mm512_maskz_loadu_ps(m, kt + (d + j) * cap + t);
+        for (std::size_t h = 0; h < H; ++h) l[h][j] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d + j]), k, l[h][j]);
+      }
+    for (std::size_t h = 0; h < H; ++h)
+      score[h] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[h][0], l[h][4]), _mm512_add_ps(l[h][2], l[h][6])),
+                               _mm512_add_ps(_mm512_add_ps(l[h][1], l[h][5]), _mm512_add_ps(l[h][3], l[h][7])));
   }
-  for (std::size_t d = hd8; d < hd; ++d)
-    score = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_maskz_loadu_ps(m, kt + d * cap + t), score);
-  return score;
+  for (std::size_t d = hd8; d < hd; ++d) {
+    const __m512 k = _mm512_maskz_loadu_ps(m, kt + d * cap + t);
+    for (std::size_t h = 0; h < H; ++h) score[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d]), k, score[h]);
+  }
+}
+
+template <std::size_t H>
+LLAMA_AVX512 void scores_avx512(const AttentionArgs& a, std::size_t h0) {
+  const __m512 root = _mm512_set1_ps(std::sqrt(static_cast<float>(a.hd)));
+  const float* kt = a.kt + (h0 / a.group) * a.hd * a.cap;
+  for (std::size_t t = 0; t < a.n; t += 16) {
+    const __mmask16 m = tail_mask(a.n - t);
+    __m512 score[H];
+    score16<H>(a.q + h0 * a.hd, kt, a.hd, a.cap, t, m, score);
+    for (std::size_t h = 0; h < H; ++h)
+      _mm512_mask_storeu_ps(a.att + (h0 + h) * a.n + t, m, _mm512_div_ps(score[h], root));
+  }
 }
 
 // The weighted values of B heads from h0, 16 (or, with Half, 8 unmasked) dimensions from d0: B chains over the
@@ -237,7 +248,6 @@ LLAMA_AVX512 void values_avx512(const AttentionArgs& a) {
   const std::size_t step = Half ? 8 : 16;
   for (std::size_t d0 = 0; d0 < a.hd; d0 += step) {
     std::size_t h = 0;
-    for (; h + 8 <= a.heads; h += 8) values_block<8, Half>(a, h, d0);
     for (; h + 4 <= a.heads; h += 4) values_block<4, Half>(a, h, d0);
     for (; h < a.heads; ++h) values_block<1, Half>(a, h, d0);
   }
@@ -271,14 +281,11 @@ LLAMA_AVX512 void softmax_avx512(float* x, std::size_t rows, std::size_t n) {
 }
 
 LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
-  const __m512 root = _mm512_set1_ps(std::sqrt(static_cast<float>(a.hd)));
-  for (std::size_t h = 0; h < a.heads; ++h) {
-    const float* qh = a.q + h * a.hd;
-    const float* kt = a.kt + (h / a.group) * a.hd * a.cap;
-    for (std::size_t t = 0; t < a.n; t += 16) {
-      const __mmask16 m = tail_mask(a.n - t);
-      _mm512_mask_storeu_ps(a.att + h * a.n + t, m, _mm512_div_ps(score16(qh, kt, a.hd, a.cap, t, m), root));
-    }
+  // Heads of one KV head two at a time (the group is a whole number of pairs), else one at a time.
+  if (a.group % 2 == 0) {
+    for (std::size_t h = 0; h < a.heads; h += 2) scores_avx512<2>(a, h);
+  } else {
+    for (std::size_t h = 0; h < a.heads; ++h) scores_avx512<1>(a, h);
   }
   softmax_avx512(a.att, a.heads, a.n);
   if (a.hd % 8 == 0)
@@ -340,8 +347,17 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
 }  // namespace
 
 void rms_norm(float* o, const float* x, const float* weight, std::size_t n) noexcept {
+  // The sum of squares as run.c's loop vectorized at -Ofast: eight lanes (j mod 8), folded (0+4, 2+6), (1+5,
+  // 3+7), then the last n mod 8 terms in order; independent lanes instead of one chain of n dependent adds.
+  const std::size_t n8 = n - n % 8;
   float ss = 0.0f;
-  for (std::size_t j = 0; j < n; ++j) ss += x[j] * x[j];
+  if (n8 > 0) {
+    float l[8] = {};
+    for (std::size_t j = 0; j < n8; j += 8)
+      for (std::size_t i = 0; i < 8; ++i) l[i] += x[j + i] * x[j + i];
+    ss = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  }
+  for (std::size_t j = n8; j < n; ++j) ss += x[j] * x[j];
   ss /= static_cast<float>(n);
   ss += 1e-5f;
   ss = 1.0f / std::sqrt(ss);
