@@ -171,7 +171,7 @@ void attention_scalar(const AttentionArgs& a) {
 
 #if LLAMA_WIDE
 __mmask16 tail_mask(std::size_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+  return static_cast<__mmask16>((1u << (left < 16 ? left : 16)) - 1u);  // branch-free
 }
 
 // Scores of H heads (rows of q, hd apart) sharing one KV head for 16 positions from t (mask m), each key vector
@@ -219,27 +219,31 @@ LLAMA_AVX512 void scores_avx512(const AttentionArgs& a, std::size_t h0) {
 // positions, interleaved. Half: 256-bit operations (Zen 4 splits 512-bit ones; half a mask wastes half of each).
 template <std::size_t B, bool Half>
 LLAMA_AVX512 inline void values_block(const AttentionArgs& a, std::size_t h0, std::size_t d0) {
-  const float* v[B];
-  const float* p[B];
+  // One pointer per operand stream, stepped once per position (the shape's fields in locals: the loop must not
+  // reload them), and each head's offset from it.
+  const std::size_t n = a.n, hd = a.hd;
+  std::size_t v_off[B], p_off[B];
   for (std::size_t i = 0; i < B; ++i) {
-    v[i] = a.vc + ((h0 + i) / a.group) * a.cap * a.hd + d0;
-    p[i] = a.att + (h0 + i) * a.n;
+    v_off[i] = ((h0 + i) / a.group) * a.cap * hd + d0;
+    p_off[i] = i * n;
   }
+  const float* vt = a.vc;
+  const float* pt = a.att + h0 * n;
   if constexpr (Half) {
     __m256 acc[B];
     for (std::size_t i = 0; i < B; ++i) acc[i] = _mm256_setzero_ps();
-    for (std::size_t t = 0; t < a.n; ++t)
+    for (std::size_t t = 0; t < n; ++t, vt += hd, ++pt)
       for (std::size_t i = 0; i < B; ++i)
-        acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(p[i] + t), _mm256_loadu_ps(v[i] + t * a.hd), acc[i]);
-    for (std::size_t i = 0; i < B; ++i) _mm256_storeu_ps(a.out + (h0 + i) * a.hd + d0, acc[i]);
+        acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pt + p_off[i]), _mm256_loadu_ps(vt + v_off[i]), acc[i]);
+    for (std::size_t i = 0; i < B; ++i) _mm256_storeu_ps(a.out + (h0 + i) * hd + d0, acc[i]);
   } else {
-    const __mmask16 m = tail_mask(a.hd - d0);
+    const __mmask16 m = tail_mask(hd - d0);
     __m512 acc[B];
     for (std::size_t i = 0; i < B; ++i) acc[i] = _mm512_setzero_ps();
-    for (std::size_t t = 0; t < a.n; ++t)
+    for (std::size_t t = 0; t < n; ++t, vt += hd, ++pt)
       for (std::size_t i = 0; i < B; ++i)
-        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i][t]), _mm512_maskz_loadu_ps(m, v[i] + t * a.hd), acc[i]);
-    for (std::size_t i = 0; i < B; ++i) _mm512_mask_storeu_ps(a.out + (h0 + i) * a.hd + d0, m, acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(pt[p_off[i]]), _mm512_maskz_loadu_ps(m, vt + v_off[i]), acc[i]);
+    for (std::size_t i = 0; i < B; ++i) _mm512_mask_storeu_ps(a.out + (h0 + i) * hd + d0, m, acc[i]);
   }
 }
 
