@@ -312,7 +312,7 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   float* v = k + hd * kv_heads;
 
   rms_norm(s.xb.data(), x, w.attention_norm, dim);
-  project(w.qkv, s.xb.data(), q);
+  for (std::size_t i = 0, row = 0; i < w.qkv_parts; row += w.qkv[i].rows, ++i) project(w.qkv[i], s.xb.data(), q + row);
   rotate(q, dim, hd, s);
   rotate(k, hd * kv_heads, hd, s);
 
@@ -333,7 +333,7 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   rms_norm(s.xb.data(), x, w.ffn_norm, dim);
   float* h1 = s.hb.data();
   const float* h3 = h1 + hidden;
-  project(w.w13, s.xb.data(), h1);
+  for (std::size_t i = 0, row = 0; i < w.w13_parts; row += w.w13[i].rows, ++i) project(w.w13[i], s.xb.data(), h1 + row);
   // silu(g) = g / (1 + e^-g) as run.c writes it, with the library's vectorized exp (within 1.5 ULP of expf's).
   float* e = s.hb.data() + 2 * hidden;
   for (std::size_t i = 0; i < hidden; ++i) e[i] = -h1[i];
@@ -368,7 +368,13 @@ void rms_norm(float* o, const float* x, const float* weight, std::size_t n) noex
   for (std::size_t j = 0; j < n; ++j) o[j] = weight[j] * (ss * x[j]);
 }
 
-bool init_state(const Model& m, std::size_t capacity, RunState& s) {
+// Bytes of a weight matrix as stored (q8: values and scales).
+std::size_t stored_bytes(const ma::WeightMatrix& w) {
+  const std::size_t n = w.rows * w.cols;
+  return w.format == ma::Format::f32 ? n * sizeof(float) : n + n / w.group * sizeof(float);
+}
+
+bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t fuse_limit_bytes) {
   const Config& p = m.config;
   const std::size_t dim = static_cast<std::size_t>(p.dim), hidden = static_cast<std::size_t>(p.hidden_dim),
                     kv = static_cast<std::size_t>(p.kv_dim()), layers = static_cast<std::size_t>(p.n_layers);
@@ -390,12 +396,30 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
     s.rope_cos.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     s.rope_sin.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
-    s.owned_f32.reserve(5 * layers);
+    s.owned_f32.reserve(9 * layers);
     s.owned_q8.reserve(2 * layers);
+    std::size_t weight_bytes = 0;
+    for (const LayerWeights& lw : m.layers)
+      for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
+        weight_bytes += stored_bytes(*w);
+    const bool fuse = weight_bytes <= fuse_limit_bytes;
     for (const LayerWeights& lw : m.layers) {
       const ma::WeightMatrix qkv[3] = {lw.wq, lw.wk, lw.wv}, w13[2] = {lw.w1, lw.w3};
-      PreparedLayer pl{lw.attention_norm, lw.ffn_norm,          concat(qkv, 3, s), concat(&lw.wo, 1, s),
-                       concat(w13, 2, s), concat(&lw.w2, 1, s), ma::WeightMatrix{}};
+      PreparedLayer pl{};
+      pl.attention_norm = lw.attention_norm;
+      pl.ffn_norm = lw.ffn_norm;
+      if (fuse) {
+        pl.qkv[0] = concat(qkv, 3, s);
+        pl.w13[0] = concat(w13, 2, s);
+        pl.qkv_parts = pl.w13_parts = 1;
+      } else {
+        for (std::size_t i = 0; i < 3; ++i) pl.qkv[i] = concat(qkv + i, 1, s);
+        for (std::size_t i = 0; i < 2; ++i) pl.w13[i] = concat(w13 + i, 1, s);
+        pl.qkv_parts = 3;
+        pl.w13_parts = 2;
+      }
+      pl.wo = concat(&lw.wo, 1, s);
+      pl.w2 = concat(&lw.w2, 1, s);
       ma::WeightMatrix head{}, tail{};
       if (split_columns(pl.w2, head, tail, s)) {
         pl.w2 = head;

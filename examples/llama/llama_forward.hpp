@@ -11,9 +11,11 @@
 
 namespace llama {
 
-// A decoder layer's weights as the forward pass reads them, prepared once per model: qkv is [wq; wk; wv] and
-// w13 is [w1; w3] as one matrix each (one linear call instead of three and two). f32 and q8 whose groups tile
-// every row (group divides cols) are concatenated as stored; a q8 matrix whose groups straddle rows unevenly
+// A decoder layer's weights as the forward pass reads them, prepared once per model. In a small model (layer
+// weights up to init_state's fuse_limit_bytes), where a token's time goes to per-call work rather than to
+// reading weights, qkv is [wq; wk; wv] and w13 is [w1; w3] as one matrix each (one linear call instead of three
+// and two): f32 and q8 whose groups tile every row (group divides cols) are concatenated as stored. A larger
+// model's matrices are used in place (qkv_parts 3, w13_parts 2). A q8 matrix whose groups straddle rows unevenly
 // (e.g. w2 with hidden 172, group 64), which linear computes in float from the dequantized weights anyway, is
 // dequantized once here (each scale · value rounded once to float, as linear does).
 // An f32 w2 whose row length is over 128 and not a multiple of 128 (hidden 172) is split by columns into w2 (the
@@ -23,8 +25,9 @@ namespace llama {
 struct PreparedLayer {
   const float* attention_norm;
   const float* ffn_norm;
-  microattn::WeightMatrix qkv, wo, w13, w2;
-  microattn::WeightMatrix w2_tail;  // data nullptr: no split
+  microattn::WeightMatrix qkv[3], wo, w13[2], w2;
+  std::size_t qkv_parts, w13_parts;  // 1: fused
+  microattn::WeightMatrix w2_tail;   // data nullptr: no split
 };
 
 // Activations and the K/V cache of one sequence of at most `capacity` tokens.
@@ -42,9 +45,11 @@ struct RunState {
   bool wide = false;                               // the AVX-512 attention loops (checked once here)
 };
 
-// Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len) and prepares the weights. False if memory
-// runs out.
-bool init_state(const Model& m, std::size_t capacity, RunState& s);
+// Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len) and prepares the weights (fused where all
+// layers' weights take at most fuse_limit_bytes as stored). False if memory runs out.
+constexpr std::size_t default_fuse_limit_bytes = std::size_t{8} << 20;
+bool init_state(const Model& m, std::size_t capacity, RunState& s,
+                std::size_t fuse_limit_bytes = default_fuse_limit_bytes);
 
 // Logits (vocab_size floats, in s.logits) for `token` at position `pos` < s.capacity.
 const float* forward(const Model& m, RunState& s, int token, std::size_t pos);
