@@ -53,12 +53,14 @@ void set_rope(const Config& p, std::size_t pos, RunState& s) {
 }
 
 void rotate(float* v, std::size_t n, std::size_t head_dim, const RunState& s) {
-  for (std::size_t i = 0; i < n; i += 2) {
-    const std::size_t k = (i % head_dim) / 2;
-    const float c = s.rope_cos[k], sn = s.rope_sin[k], v0 = v[i], v1 = v[i + 1];
-    v[i] = v0 * c - v1 * sn;
-    v[i + 1] = v0 * sn + v1 * c;
-  }
+  const float* cs = s.rope_cos.data();
+  const float* sn = s.rope_sin.data();
+  for (std::size_t h = 0; h < n; h += head_dim)  // per head: no division per pair
+    for (std::size_t i = 0; i < head_dim; i += 2) {
+      const float c = cs[i / 2], sv = sn[i / 2], v0 = v[h + i], v1 = v[h + i + 1];
+      v[h + i] = v0 * c - v1 * sv;
+      v[h + i + 1] = v0 * sv + v1 * c;
+    }
 }
 
 // Whether linear quantizes x for w (groups tile every row alike) rather than computing in float.
