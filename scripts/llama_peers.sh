@@ -3,6 +3,12 @@
 # into build-peers/ (git-ignored, outside the product), for examples/llama's LlamaPeers test and the benchmark.
 #   scripts/llama_peers.sh [SOURCE]          build; SOURCE: a llama2.c checkout, or a bare/mirror git directory
 #                                            (default: build-peers/llama2.c, cloned from GitHub when absent)
+#   scripts/llama_peers.sh bench-cpu BUILD [N] [STEPS]
+#                                            the same pairs by CPU time (perf stat's task-clock, so a shared, loaded
+#                                            machine's waits do not count) of the tokens after the first: time at
+#                                            -n STEPS − time at -n 1, N alternating rounds of perf stat -r 5 each;
+#                                            the greedy texts are the same, so both programs run the same tokens
+#                                            (fewer than STEPS where the text ends, at BOS)
 #   scripts/llama_peers.sh bench BUILD [N] [STEPS]
 #                                            tokens/s of llama_run against run.c (v0) and runq.c (v2) on the
 #                                            checkpoints the Meson build generated (BUILD/examples/llama), pinned
@@ -11,6 +17,47 @@ set -eu
 cd "$(dirname "$0")/.."
 out=build-peers
 mkdir -p "$out"
+
+if [ "${1:-}" = bench-cpu ]; then
+  build=${2:?build directory}
+  runs=${3:-11}
+  steps=${4:-256}
+  dir=$build/examples/llama
+  ours=$dir/llama_run
+  [ -x "$out/run" ] && [ -x "$out/runq" ] || { echo "llama_peers.sh: build the peers first" >&2; exit 2; }
+  command -v perf >/dev/null || { echo "llama_peers.sh: bench-cpu needs perf" >&2; exit 2; }
+  msec() { perf stat -x, -e task-clock -r 5 taskset -c 1 "$@" 2>&1 >/dev/null | sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p'; }
+  per_token() {
+    a=$(msec "$@" -t 0 -n "$steps")
+    b=$(msec "$@" -t 0 -n 1)
+    awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a - b }'
+  }
+  median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  echo "llama_peers.sh bench-cpu: -t 0 -n $steps, $runs alternating rounds of perf stat -r 5, taskset -c 1, $(date -u +%Y-%m-%d)"
+  for model in ${LLAMA_BENCH_MODELS:-s260k s260k-g4}; do
+    for version in v0 v2; do
+      peer=$out/run
+      [ $version = v2 ] && peer=$out/runq
+      ckpt=$dir/$model-$version.bin
+      tok=$dir/$model-tok.bin
+      [ -f "$ckpt" ] || continue
+      a_all=""
+      b_all=""
+      i=0
+      while [ $i -lt "$runs" ]; do
+        a_all="$a_all $(per_token "$ours" "$ckpt" -z "$tok")"
+        b_all="$b_all $(per_token "$peer" "$ckpt" -z "$tok")"
+        i=$((i + 1))
+      done
+      a=$(echo "$a_all" | median)
+      b=$(echo "$b_all" | median)
+      echo "$model-$version: llama_run median $a ms, $(basename "$peer") median $b ms, speed ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
+      echo "  llama_run:$a_all"
+      echo "  $(basename "$peer"):$b_all"
+    done
+  done
+  exit 0
+fi
 
 if [ "${1:-}" = bench ]; then
   build=${2:?build directory}

@@ -3,7 +3,10 @@
   check_llama_peers.py LLAMA_RUN PEERS_DIR MODELS_DIR
 Skipped (exit 77) when the peers are not built. Greedy (-t 0 -n 64, -n 512, and with a prompt): the texts must be
 identical up to a near-tie (llama_run's LLAMA_RUN_TIES report: two best logits within 1e-4 relative, which the
-summation order decides) at or before the first difference. Seeded sampling (top-p and plain) is compared and reported, not required: a logit that differs in its
+summation order decides; 1e-3 for version 2, whose activation quantization turns a last-bit difference into a
+rounding step of a quantized value: runq.c's own -O2 and -O3 builds print other text than its -Ofast build on
+s260k-g4-v2 -n 512 at the position where llama_run's two best logits lie 2.5e-4 to 3.4e-4 apart, as the
+summation order goes) at or before the first difference. Seeded sampling (top-p and plain) is compared and reported, not required: a logit that differs in its
 last bits (summation order) moves a cumulative probability past the random number now and then. runq.c is compared only where the q8 group divides every row length (dim and
 hidden_dim): elsewhere its matmul drops each row's last hidden_dim % group columns and uses a neighbouring group's
 scale for rows that start inside a group, while llama_run computes the product exactly as stored."""
@@ -33,7 +36,7 @@ for name in ['s260k', 's260k-g4', 'small', 'tiny']:
                 continue
         for args in cases:
             p = subprocess.run([run, ckpt, '-z', tok] + args, capture_output=True, timeout=120,
-                               env=dict(os.environ, LLAMA_RUN_TIES='1e-4'))
+                               env=dict(os.environ, LLAMA_RUN_TIES='1e-4' if version == 'v0' else '1e-3'))
             ours = p.stdout
             ties = [int(line.split()[5]) for line in p.stderr.decode().splitlines() if line.startswith('near-tie')]
             theirs = subprocess.run([os.path.join(peers, peer), ckpt, '-z', tok] + args, capture_output=True,

@@ -6,9 +6,21 @@
 #include <cstring>
 #include <new>
 
-#include <microattn/matmul.hpp>
 #include <microattn/softmax.hpp>
 #include <microattn/weights.hpp>
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps() (`__Y = __Y`), which -Wmaybe-uninitialized flags.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#define LLAMA_WIDE 1
+#define LLAMA_AVX512 __attribute__((target("avx512f,fma")))
+#else
+#define LLAMA_WIDE 0
+#endif
 
 namespace llama {
 
@@ -16,7 +28,7 @@ namespace ma = microattn;
 
 namespace {
 
-// The shapes are the loader's, so an error from the library is a bug here: report and stop.
+// The shapes are checked once, when the weights are prepared, so an error from the library is a bug here.
 void check(ma::Status st, const char* what) {
   if (st != ma::Status::ok) {
     std::fprintf(stderr, "llama_run: %s failed: %s\n", what, ma::to_string(st));
@@ -41,26 +53,330 @@ void set_rope(const Config& p, std::size_t pos, RunState& s) {
 }
 
 void rotate(float* v, std::size_t n, std::size_t head_dim, const RunState& s) {
-  for (std::size_t i = 0; i < n; i += 2) {
-    const std::size_t k = (i % head_dim) / 2;
-    const float c = s.rope_cos[k], sn = s.rope_sin[k], v0 = v[i], v1 = v[i + 1];
-    v[i] = v0 * c - v1 * sn;
-    v[i + 1] = v0 * sn + v1 * c;
+  const float* cs = s.rope_cos.data();
+  const float* sn = s.rope_sin.data();
+  for (std::size_t h = 0; h < n; h += head_dim)  // per head: no division per pair
+    for (std::size_t i = 0; i < head_dim; i += 2) {
+      const float c = cs[i / 2], sv = sn[i / 2], v0 = v[h + i], v1 = v[h + i + 1];
+      v[h + i] = v0 * c - v1 * sv;
+      v[h + i + 1] = v0 * sv + v1 * c;
+    }
+}
+
+// Whether linear quantizes x for w (groups tile every row alike) rather than computing in float.
+bool q8_quantized(const ma::WeightMatrix& w) { return w.cols % w.group == 0 || w.group % w.cols == 0; }
+
+// Element i of a weight matrix as linear's float path reads it (q8: scale · value, rounded once).
+float weight_at(const ma::WeightMatrix& w, std::size_t i) {
+  if (w.format == ma::Format::f32) return static_cast<const float*>(w.data)[i];
+  return w.scales[i / w.group] * static_cast<float>(static_cast<const std::int8_t*>(w.data)[i]);
+}
+
+// The rows of `parts` (same cols, same format) as one matrix: q8 stays q8 where every part's groups divide its
+// rows (whole groups per row, so the values and the scales concatenate); otherwise f32 (dequantized). One part
+// that linear computes in float is dequantized; any other single part is used as it is.
+ma::WeightMatrix concat(const ma::WeightMatrix* parts, std::size_t count, RunState& s) {
+  bool all_q8_rows = parts[0].format == ma::Format::q8;
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    rows += parts[i].rows;
+    all_q8_rows = all_q8_rows && parts[i].format == ma::Format::q8 && parts[i].group == parts[0].group &&
+                  parts[i].cols % parts[i].group == 0;
   }
+  const std::size_t cols = parts[0].cols;
+  if (count == 1 && (parts[0].format != ma::Format::q8 || q8_quantized(parts[0]))) return parts[0];
+  if (all_q8_rows) {
+    const std::size_t group = parts[0].group;
+    s.owned_q8.emplace_back(rows * cols);
+    s.owned_f32.emplace_back(rows * cols / group);
+    std::int8_t* q = s.owned_q8.back().data();
+    float* sc = s.owned_f32.back().data();
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t n = parts[i].rows * cols;
+      std::memcpy(q, parts[i].data, n);
+      std::memcpy(sc, parts[i].scales, n / group * sizeof(float));
+      q += n;
+      sc += n / group;
+    }
+    return ma::weights_q8(s.owned_q8.back().data(), s.owned_f32.back().data(), rows, cols, group);
+  }
+  s.owned_f32.emplace_back(rows * cols);
+  float* out = s.owned_f32.back().data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t n = parts[i].rows * cols;
+    if (parts[i].format == ma::Format::f32) {
+      std::memcpy(out, parts[i].data, n * sizeof(float));
+    } else {
+      for (std::size_t j = 0; j < n; ++j) out[j] = weight_at(parts[i], j);
+    }
+    out += n;
+  }
+  return ma::weights_f32(s.owned_f32.back().data(), rows, cols);
+}
+
+// Splits an f32 w (see PreparedLayer) into head and tail; false where it is left whole.
+bool split_columns(const ma::WeightMatrix& w, ma::WeightMatrix& head, ma::WeightMatrix& tail, RunState& s) {
+  const std::size_t cols = w.cols, head_cols = cols - cols % 128, tail_cols = cols - head_cols;
+  if (w.format != ma::Format::f32 || head_cols == 0 || tail_cols == 0) return false;
+  const std::size_t padded = (tail_cols + 15) / 16 * 16;
+  const auto* src = static_cast<const float*>(w.data);
+  s.owned_f32.emplace_back(w.rows * head_cols);
+  float* h = s.owned_f32.back().data();
+  s.owned_f32.emplace_back(w.rows * padded, 0.0f);
+  float* t = s.owned_f32.back().data();
+  for (std::size_t r = 0; r < w.rows; ++r) {
+    std::memcpy(h + r * head_cols, src + r * cols, head_cols * sizeof(float));
+    std::memcpy(t + r * padded, src + r * cols + head_cols, tail_cols * sizeof(float));
+  }
+  head = ma::weights_f32(h, w.rows, head_cols);
+  tail = ma::weights_f32(t, w.rows, padded);
+  return true;
+}
+
+// The attention of every query head at one position, over n cached positions: scores against the keys (kt: kv
+// head × hd × cap, position fastest), softmax, weighted sum of the values (vc: kv head × cap × hd, position-major).
+// The sums follow llama2.c's loops as GCC vectorizes them at -Ofast (run.c / runq.c, where the text is compared):
+// each score sums q_d·k_d in eight lanes (d mod 8), folded (0+4, 2+6), (1+5, 3+7), then the last hd mod 8 terms in
+// order; each output element of the values is one fused multiply-add chain over the positions in order.
+struct AttentionArgs {
+  const float* q;  // n_heads × hd
+  const float* kt;
+  const float* vc;
+  float* att;  // n_heads × n
+  float* out;  // n_heads × hd
+  std::size_t heads, group, hd, n, cap;
+};
+
+void attention_scalar(const AttentionArgs& a) {
+  const float root = std::sqrt(static_cast<float>(a.hd));
+  for (std::size_t h = 0; h < a.heads; ++h) {
+    const float* qh = a.q + h * a.hd;
+    const float* kt = a.kt + (h / a.group) * a.hd * a.cap;
+    float* sr = a.att + h * a.n;
+    for (std::size_t t = 0; t < a.n; ++t) {
+      float acc = 0.0f;
+      for (std::size_t d = 0; d < a.hd; ++d) acc += qh[d] * kt[d * a.cap + t];
+      sr[t] = acc / root;
+    }
+  }
+  check(ma::softmax_rows(ma::MatrixView<float>{a.att, a.heads, a.n, a.n}), "softmax");
+  for (std::size_t h = 0; h < a.heads; ++h) {
+    const float* vc = a.vc + (h / a.group) * a.cap * a.hd;
+    float* o = a.out + h * a.hd;
+    for (std::size_t d = 0; d < a.hd; ++d) o[d] = 0.0f;
+    for (std::size_t t = 0; t < a.n; ++t) {
+      const float pt = a.att[h * a.n + t];
+      for (std::size_t d = 0; d < a.hd; ++d) o[d] += pt * vc[t * a.hd + d];
+    }
+  }
+}
+
+#if LLAMA_WIDE
+__mmask16 tail_mask(std::size_t left) {
+  return static_cast<__mmask16>((1u << (left < 16 ? left : 16)) - 1u);  // branch-free
+}
+
+// Scores of H heads (rows of q, hd apart) sharing one KV head for 16 positions from t (mask m), each key vector
+// loaded once for the H heads: lanes of d mod 8, folded as GCC folds a vector sum, then the last hd mod 8 terms.
+template <std::size_t H>
+LLAMA_AVX512 inline void score16(const float* q, const float* kt, std::size_t hd, std::size_t cap, std::size_t t,
+                                 __mmask16 m, __m512 (&score)[H]) {
+  const std::size_t hd8 = hd - hd % 8;
+  for (std::size_t h = 0; h < H; ++h) score[h] = _mm512_setzero_ps();
+  if (hd8 > 0) {
+    __m512 l[H][8];
+    for (std::size_t j = 0; j < 8; ++j) {
+      const __m512 k = _mm512_maskz_loadu_ps(m, kt + j * cap + t);
+      for (std::size_t h = 0; h < H; ++h) l[h][j] = _mm512_mul_ps(_mm512_set1_ps(q[h * hd + j]), k);
+    }
+    for (std::size_t d = 8; d < hd8; d += 8)
+      for (std::size_t j = 0; j < 8; ++j) {
+        const __m512 k = _mm512_maskz_loadu_ps(m, kt + (d + j) * cap + t);
+        for (std::size_t h = 0; h < H; ++h) l[h][j] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d + j]), k, l[h][j]);
+      }
+    for (std::size_t h = 0; h < H; ++h)
+      score[h] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[h][0], l[h][4]), _mm512_add_ps(l[h][2], l[h][6])),
+                               _mm512_add_ps(_mm512_add_ps(l[h][1], l[h][5]), _mm512_add_ps(l[h][3], l[h][7])));
+  }
+  for (std::size_t d = hd8; d < hd; ++d) {
+    const __m512 k = _mm512_maskz_loadu_ps(m, kt + d * cap + t);
+    for (std::size_t h = 0; h < H; ++h) score[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d]), k, score[h]);
+  }
+}
+
+template <std::size_t H>
+LLAMA_AVX512 void scores_avx512(const AttentionArgs& a, std::size_t h0) {
+  const __m512 root = _mm512_set1_ps(std::sqrt(static_cast<float>(a.hd)));
+  const float* kt = a.kt + (h0 / a.group) * a.hd * a.cap;
+  for (std::size_t t = 0; t < a.n; t += 16) {
+    const __mmask16 m = tail_mask(a.n - t);
+    __m512 score[H];
+    score16<H>(a.q + h0 * a.hd, kt, a.hd, a.cap, t, m, score);
+    for (std::size_t h = 0; h < H; ++h)
+      _mm512_mask_storeu_ps(a.att + (h0 + h) * a.n + t, m, _mm512_div_ps(score[h], root));
+  }
+}
+
+// The weighted values of B heads from h0, 16 (or, with Half, 8 unmasked) dimensions from d0: B chains over the
+// positions, interleaved. Half: 256-bit operations (Zen 4 splits 512-bit ones; half a mask wastes half of each).
+template <std::size_t B, bool Half>
+LLAMA_AVX512 inline void values_block(const AttentionArgs& a, std::size_t h0, std::size_t d0) {
+  // One pointer per operand stream, stepped once per position (the shape's fields in locals: the loop must not
+  // reload them), and each head's offset from it.
+  const std::size_t n = a.n, hd = a.hd;
+  std::size_t v_off[B], p_off[B];
+  for (std::size_t i = 0; i < B; ++i) {
+    v_off[i] = ((h0 + i) / a.group) * a.cap * hd + d0;
+    p_off[i] = i * n;
+  }
+  const float* vt = a.vc;
+  const float* pt = a.att + h0 * n;
+  if constexpr (Half) {
+    __m256 acc[B];
+    for (std::size_t i = 0; i < B; ++i) acc[i] = _mm256_setzero_ps();
+    for (std::size_t t = 0; t < n; ++t, vt += hd, ++pt)
+      for (std::size_t i = 0; i < B; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pt + p_off[i]), _mm256_loadu_ps(vt + v_off[i]), acc[i]);
+    for (std::size_t i = 0; i < B; ++i) _mm256_storeu_ps(a.out + (h0 + i) * hd + d0, acc[i]);
+  } else {
+    const __mmask16 m = tail_mask(hd - d0);
+    __m512 acc[B];
+    for (std::size_t i = 0; i < B; ++i) acc[i] = _mm512_setzero_ps();
+    for (std::size_t t = 0; t < n; ++t, vt += hd, ++pt)
+      for (std::size_t i = 0; i < B; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(pt[p_off[i]]), _mm512_maskz_loadu_ps(m, vt + v_off[i]), acc[i]);
+    for (std::size_t i = 0; i < B; ++i) _mm512_mask_storeu_ps(a.out + (h0 + i) * hd + d0, m, acc[i]);
+  }
+}
+
+template <bool Half>
+LLAMA_AVX512 void values_avx512(const AttentionArgs& a) {
+  const std::size_t step = Half ? 8 : 16;
+  for (std::size_t d0 = 0; d0 < a.hd; d0 += step) {
+    std::size_t h = 0;
+    for (; h + 4 <= a.heads; h += 4) values_block<4, Half>(a, h, d0);
+    for (; h < a.heads; ++h) values_block<1, Half>(a, h, d0);
+  }
+}
+
+// run.c's softmax of each of `rows` rows of n (contiguous): max subtracted, exp, divided by the sum; the exp of
+// all rows in one exp_elements call (the library's vector exp: one call per layer instead of one per row).
+LLAMA_AVX512 void softmax_avx512(float* x, std::size_t rows, std::size_t n) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* xr = x + r * n;
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (std::size_t t = 0; t < n; t += 16)
+      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - t), xr + t));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      _mm512_mask_storeu_ps(xr + t, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + t), m));
+    }
+  }
+  check(ma::exp_elements(x, x, rows * n), "exp");
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* xr = x + r * n;
+    __m512 sum = _mm512_setzero_ps();
+    for (std::size_t t = 0; t < n; t += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(n - t), xr + t));
+    const __m512 total = _mm512_set1_ps(_mm512_reduce_add_ps(sum));
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      _mm512_mask_storeu_ps(xr + t, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, xr + t), total));
+    }
+  }
+}
+
+LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
+  // Heads of one KV head two at a time (the group is a whole number of pairs), else one at a time.
+  if (a.group % 2 == 0) {
+    for (std::size_t h = 0; h < a.heads; h += 2) scores_avx512<2>(a, h);
+  } else {
+    for (std::size_t h = 0; h < a.heads; ++h) scores_avx512<1>(a, h);
+  }
+  softmax_avx512(a.att, a.heads, a.n);
+  if (a.hd % 8 == 0)
+    values_avx512<true>(a);
+  else
+    values_avx512<false>(a);
+}
+#endif
+
+// One decoder layer at position pos over s.x (dim floats, updated in place), with its K/V cache: x +=
+// wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then x += w2·(silu(w1·n) ⊙ w3·n), n = rms_norm(x).
+void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, float* key_cache, float* value_cache,
+                   RunState& s) {
+  const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
+                    kv_heads = static_cast<std::size_t>(p.n_kv_heads), hidden = static_cast<std::size_t>(p.hidden_dim),
+                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = s.capacity, n = pos + 1;
+  float* x = s.x.data();
+  float* q = s.qkv.data();
+  float* k = q + dim;
+  float* v = k + hd * kv_heads;
+
+  rms_norm(s.xb.data(), x, w.attention_norm, dim);
+  for (std::size_t i = 0, row = 0; i < w.qkv_parts; row += w.qkv[i].rows, ++i) project(w.qkv[i], s.xb.data(), q + row);
+  rotate(q, dim, hd, s);
+  rotate(k, hd * kv_heads, hd, s);
+
+  for (std::size_t g = 0; g < kv_heads; ++g) {
+    for (std::size_t d = 0; d < hd; ++d) key_cache[(g * hd + d) * cap + pos] = k[g * hd + d];
+    std::memcpy(value_cache + (g * cap + pos) * hd, v + g * hd, hd * sizeof(float));
+  }
+  const AttentionArgs args{q, key_cache, value_cache, s.att.data(), s.xb.data(), kv_heads * group, group, hd, n, cap};
+#if LLAMA_WIDE
+  if (s.wide)
+    attention_avx512(args);
+  else
+#endif
+    attention_scalar(args);
+  project(w.wo, s.xb.data(), s.xb2.data());
+  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];
+
+  rms_norm(s.xb.data(), x, w.ffn_norm, dim);
+  float* h1 = s.hb.data();
+  const float* h3 = h1 + hidden;
+  for (std::size_t i = 0, row = 0; i < w.w13_parts; row += w.w13[i].rows, ++i) project(w.w13[i], s.xb.data(), h1 + row);
+  // silu(g) = g / (1 + e^-g) as run.c writes it, with the library's vectorized exp (within 1.5 ULP of expf's).
+  float* e = s.hb.data() + 2 * hidden;
+  for (std::size_t i = 0; i < hidden; ++i) e[i] = -h1[i];
+  check(ma::exp_elements(e, e, hidden), "exp");
+  for (std::size_t i = 0; i < hidden; ++i) h1[i] = h1[i] * (1.0f / (1.0f + e[i])) * h3[i];
+  project(w.w2, h1, s.xb.data());
+  if (w.w2_tail.data != nullptr) {
+    std::memcpy(s.tail.data(), h1 + w.w2.cols, (hidden - w.w2.cols) * sizeof(float));
+    project(w.w2_tail, s.tail.data(), s.xb2.data());
+    for (std::size_t i = 0; i < dim; ++i) s.xb[i] += s.xb2[i];
+  }
+  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
 }
 
 }  // namespace
 
 void rms_norm(float* o, const float* x, const float* weight, std::size_t n) noexcept {
+  // The sum of squares as run.c's loop vectorized at -Ofast: eight lanes (j mod 8), folded (0+4, 2+6), (1+5,
+  // 3+7), then the last n mod 8 terms in order; independent lanes instead of one chain of n dependent adds.
+  const std::size_t n8 = n - n % 8;
   float ss = 0.0f;
-  for (std::size_t j = 0; j < n; ++j) ss += x[j] * x[j];
+  if (n8 > 0) {
+    float l[8] = {};
+    for (std::size_t j = 0; j < n8; j += 8)
+      for (std::size_t i = 0; i < 8; ++i) l[i] += x[j + i] * x[j + i];
+    ss = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  }
+  for (std::size_t j = n8; j < n; ++j) ss += x[j] * x[j];
   ss /= static_cast<float>(n);
   ss += 1e-5f;
   ss = 1.0f / std::sqrt(ss);
   for (std::size_t j = 0; j < n; ++j) o[j] = weight[j] * (ss * x[j]);
 }
 
-bool init_state(const Model& m, std::size_t capacity, RunState& s) {
+// Bytes of a weight matrix as stored (q8: values and scales).
+std::size_t stored_bytes(const ma::WeightMatrix& w) {
+  const std::size_t n = w.rows * w.cols;
+  return w.format == ma::Format::f32 ? n * sizeof(float) : n + n / w.group * sizeof(float);
+}
+
+bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t fuse_limit_bytes) {
   const Config& p = m.config;
   const std::size_t dim = static_cast<std::size_t>(p.dim), hidden = static_cast<std::size_t>(p.hidden_dim),
                     kv = static_cast<std::size_t>(p.kv_dim()), layers = static_cast<std::size_t>(p.n_layers);
@@ -68,71 +384,60 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s) {
   std::size_t cache = 0;
   if (__builtin_mul_overflow(layers, capacity, &cache) || __builtin_mul_overflow(cache, kv, &cache)) return false;
   try {
+    s = RunState{};
     s.capacity = capacity;
     s.x.assign(dim, 0.0f);
     s.xb.assign(dim, 0.0f);
     s.xb2.assign(dim, 0.0f);
-    s.hb.assign(hidden, 0.0f);
-    s.hb2.assign(hidden, 0.0f);
-    s.q.assign(dim, 0.0f);
-    s.k.assign(kv, 0.0f);
-    s.v.assign(kv, 0.0f);
-    s.att.assign(static_cast<std::size_t>(p.n_heads / p.n_kv_heads) * capacity, 0.0f);
+    s.hb.assign(3 * hidden, 0.0f);  // w1·n, w3·n, e^-(w1·n)
+    s.qkv.assign(dim + 2 * kv, 0.0f);
+    s.att.assign(static_cast<std::size_t>(p.n_heads) * capacity, 0.0f);
     s.logits.assign(static_cast<std::size_t>(p.vocab_size), 0.0f);
     s.key_cache.assign(cache, 0.0f);
     s.value_cache.assign(cache, 0.0f);
     s.rope_cos.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     s.rope_sin.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
+    // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
+    s.owned_f32.reserve(9 * layers);
+    s.owned_q8.reserve(2 * layers);
+    std::size_t weight_bytes = 0;
+    for (const LayerWeights& lw : m.layers)
+      for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
+        weight_bytes += stored_bytes(*w);
+    const bool fuse = weight_bytes <= fuse_limit_bytes;
+    for (const LayerWeights& lw : m.layers) {
+      const ma::WeightMatrix qkv[3] = {lw.wq, lw.wk, lw.wv}, w13[2] = {lw.w1, lw.w3};
+      PreparedLayer pl{};
+      pl.attention_norm = lw.attention_norm;
+      pl.ffn_norm = lw.ffn_norm;
+      if (fuse) {
+        pl.qkv[0] = concat(qkv, 3, s);
+        pl.w13[0] = concat(w13, 2, s);
+        pl.qkv_parts = pl.w13_parts = 1;
+      } else {
+        for (std::size_t i = 0; i < 3; ++i) pl.qkv[i] = concat(qkv + i, 1, s);
+        for (std::size_t i = 0; i < 2; ++i) pl.w13[i] = concat(w13 + i, 1, s);
+        pl.qkv_parts = 3;
+        pl.w13_parts = 2;
+      }
+      pl.wo = concat(&lw.wo, 1, s);
+      pl.w2 = concat(&lw.w2, 1, s);
+      ma::WeightMatrix head{}, tail{};
+      if (split_columns(pl.w2, head, tail, s)) {
+        pl.w2 = head;
+        pl.w2_tail = tail;
+        if (s.tail.empty()) s.tail.assign(tail.cols, 0.0f);
+      }
+      s.layers.push_back(pl);
+    }
   } catch (const std::bad_alloc&) {
     return false;
   }
+#if LLAMA_WIDE
+  s.wide =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && std::getenv("LLAMA_RUN_SCALAR") == nullptr;
+#endif
   return true;
-}
-
-void decoder_layer_forward_reference(const Config& p, const LayerWeights& w, std::size_t pos, float* key_cache,
-                                     float* value_cache, RunState& s) {
-  const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
-                    kv_heads = static_cast<std::size_t>(p.n_kv_heads), hidden = static_cast<std::size_t>(p.hidden_dim),
-                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = s.capacity, n = pos + 1;
-  float* x = s.x.data();
-
-  rms_norm(s.xb.data(), x, w.attention_norm, dim);
-  project(w.wq, s.xb.data(), s.q.data());
-  project(w.wk, s.xb.data(), s.k.data());
-  project(w.wv, s.xb.data(), s.v.data());
-  rotate(s.q.data(), dim, hd, s);
-  rotate(s.k.data(), hd * kv_heads, hd, s);
-
-  // The cache is head-major (kv head × position × head_dim), so each KV head's keys and values are dense matrices
-  // and the `group` query heads that share them are one matrix product each.
-  for (std::size_t g = 0; g < kv_heads; ++g) {
-    float* kc = key_cache + g * cap * hd;
-    float* vc = value_cache + g * cap * hd;
-    std::memcpy(kc + pos * hd, s.k.data() + g * hd, hd * sizeof(float));
-    std::memcpy(vc + pos * hd, s.v.data() + g * hd, hd * sizeof(float));
-    const ma::MatrixView<float> scores{s.att.data(), group, n, n};
-    check(ma::matmul(ma::MatrixView<const float>{s.q.data() + g * group * hd, group, hd, hd},
-                     ma::MatrixView<const float>{kc, n, hd, hd}, scores, /*transpose_b=*/true),
-          "scores");
-    const float scale = std::sqrt(static_cast<float>(hd));
-    for (std::size_t i = 0; i < group * n; ++i) s.att[i] /= scale;
-    check(ma::softmax_rows(scores), "softmax");
-    check(ma::matmul(scores, ma::MatrixView<const float>{vc, n, hd, hd},
-                     ma::MatrixView<float>{s.xb.data() + g * group * hd, group, hd, hd}),
-          "weighted values");
-  }
-  project(w.wo, s.xb.data(), s.xb2.data());
-  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];
-
-  rms_norm(s.xb.data(), x, w.ffn_norm, dim);
-  project(w.w1, s.xb.data(), s.hb.data());
-  project(w.w3, s.xb.data(), s.hb2.data());
-  for (std::size_t i = 0; i < hidden; ++i) {
-    const float g = s.hb[i];
-    s.hb[i] = g * (1.0f / (1.0f + std::exp(-g))) * s.hb2[i];
-  }
-  project(w.w2, s.hb.data(), s.xb.data());
-  for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
 }
 
 const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
@@ -140,9 +445,8 @@ const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
   const std::size_t per_layer = s.capacity * static_cast<std::size_t>(p.kv_dim());
   m.embedding_row(token, s.x.data());
   set_rope(p, pos, s);
-  for (std::size_t l = 0; l < m.layers.size(); ++l)
-    decoder_layer_forward_reference(p, m.layers[l], pos, s.key_cache.data() + l * per_layer,
-                                    s.value_cache.data() + l * per_layer, s);
+  for (std::size_t l = 0; l < s.layers.size(); ++l)
+    decoder_layer(p, s.layers[l], pos, s.key_cache.data() + l * per_layer, s.value_cache.data() + l * per_layer, s);
   rms_norm(s.x.data(), s.x.data(), m.final_norm, static_cast<std::size_t>(p.dim));
   project(m.classifier, s.x.data(), s.logits.data());
   return s.logits.data();

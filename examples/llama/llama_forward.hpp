@@ -1,31 +1,55 @@
 // The llama2.c forward pass for one token: embedding, the decoder layers, final rms norm, classifier. Every
-// projection and the classifier go through microattn::linear (any weight format); the rest of a decoder layer is
-// decoder_layer_forward_reference below, to be replaced by the library's DecoderLayer.
+// projection and the classifier go through microattn::linear (any weight format); attention over the cache is
+// the runner's own loop over head-dim-major caches (below).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "llama_model.hpp"
 
 namespace llama {
 
+// A decoder layer's weights as the forward pass reads them, prepared once per model. In a small model (layer
+// weights up to init_state's fuse_limit_bytes), where a token's time goes to per-call work rather than to
+// reading weights, qkv is [wq; wk; wv] and w13 is [w1; w3] as one matrix each (one linear call instead of three
+// and two): f32 and q8 whose groups tile every row (group divides cols) are concatenated as stored. A larger
+// model's matrices are used in place (qkv_parts 3, w13_parts 2). A q8 matrix whose groups straddle rows unevenly
+// (e.g. w2 with hidden 172, group 64), which linear computes in float from the dequantized weights anyway, is
+// dequantized once here (each scale · value rounded once to float, as linear does).
+// An f32 w2 whose row length is over 128 and not a multiple of 128 (hidden 172) is split by columns into w2 (the
+// first multiple of 128) and w2_tail (the rest, zero-padded to a multiple of 16 columns): linear's kernels for
+// one row of x keep rows of up to 128 floats in registers, and longer ones take a path several times slower
+// per element at these sizes (measured: 64 × 172 866 ns, 64 × 128 144 ns).
+struct PreparedLayer {
+  const float* attention_norm;
+  const float* ffn_norm;
+  microattn::WeightMatrix qkv[3], wo, w13[2], w2;
+  std::size_t qkv_parts, w13_parts;  // 1: fused
+  microattn::WeightMatrix w2_tail;   // data nullptr: no split
+};
+
 // Activations and the K/V cache of one sequence of at most `capacity` tokens.
 struct RunState {
   std::size_t capacity = 0;
-  std::vector<float> x, xb, xb2, hb, hb2, q, k, v, att, logits;
-  std::vector<float> key_cache, value_cache;  // layer × kv head × capacity × head_dim
-  std::vector<float> rope_cos, rope_sin;      // head_dim / 2 angles of the current position
+  std::vector<float> x, xb, xb2, hb, qkv, att, logits;
+  std::vector<float> tail;  // w2_tail's input: the last hidden columns, zero-padded
+  // Keys layer × kv head × head_dim × capacity (position fastest: a head's scores are vectors of positions,
+  // whatever the head dimension); values layer × kv head × capacity × head_dim.
+  std::vector<float> key_cache, value_cache;
+  std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
+  std::vector<PreparedLayer> layers;
+  std::vector<std::vector<float>> owned_f32;       // concatenated or dequantized weights
+  std::vector<std::vector<std::int8_t>> owned_q8;  // concatenated q8 values
+  bool wide = false;                               // the AVX-512 attention loops (checked once here)
 };
 
-// Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len). False if memory runs out.
-bool init_state(const Model& m, std::size_t capacity, RunState& s);
-
-// One decoder layer at position pos over x (dim floats, updated in place), with its K/V cache (kv head ×
-// capacity × head_dim each): x += wo·attention(rope(wq·n), rope(wk·n), wv·n), n = rms_norm(x); then
-// x += w2·(silu(w1·n) ⊙ w3·n), n = rms_norm(x). Temporary: the library's DecoderLayer takes its place.
-void decoder_layer_forward_reference(const Config& p, const LayerWeights& w, std::size_t pos, float* key_cache,
-                                     float* value_cache, RunState& s);
+// Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len) and prepares the weights (fused where all
+// layers' weights take at most fuse_limit_bytes as stored). False if memory runs out.
+constexpr std::size_t default_fuse_limit_bytes = std::size_t{8} << 20;
+bool init_state(const Model& m, std::size_t capacity, RunState& s,
+                std::size_t fuse_limit_bytes = default_fuse_limit_bytes);
 
 // Logits (vocab_size floats, in s.logits) for `token` at position `pos` < s.capacity.
 const float* forward(const Model& m, RunState& s, int token, std::size_t pos);

@@ -370,19 +370,24 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
       std::vector<int> tokens;
       for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
       const auto want = reference_logits(ref, tokens);
-      llama::RunState s;
-      ASSERT_TRUE(llama::init_state(m, tokens.size(), s));
-      // Float rounding only (measured: 3e-6 fp32, 5e-7 q8, relative to the largest logit); the bound for q8 leaves
-      // room for an activation on a rounding boundary that rounds the other way in float than in double.
-      const double tol = v[1] == '0' ? 2e-5 : 1e-4;
-      for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
-        const float* got = llama::forward(m, s, tokens[pos], pos);
-        double max_ref = 0, max_err = 0;
-        for (int i = 0; i < m.config.vocab_size; ++i) {
-          max_ref = std::max(max_ref, std::abs(want[pos][i]));
-          max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
+      // Fused projections (the default for these small models) and the matrices in place (limit 0).
+      for (const std::size_t fuse_limit : {llama::default_fuse_limit_bytes, std::size_t{0}}) {
+        SCOPED_TRACE("fuse limit " + std::to_string(fuse_limit));
+        llama::RunState s;
+        ASSERT_TRUE(llama::init_state(m, tokens.size(), s, fuse_limit));
+        ASSERT_EQ(s.layers[0].qkv_parts, fuse_limit == 0 ? 3u : 1u);
+        // Float rounding only (measured: 3e-6 fp32, 5e-7 q8, relative to the largest logit); the bound for q8
+        // leaves room for an activation on a rounding boundary that rounds the other way in float than in double.
+        const double tol = v[1] == '0' ? 2e-5 : 1e-4;
+        for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+          const float* got = llama::forward(m, s, tokens[pos], pos);
+          double max_ref = 0, max_err = 0;
+          for (int i = 0; i < m.config.vocab_size; ++i) {
+            max_ref = std::max(max_ref, std::abs(want[pos][i]));
+            max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
+          }
+          EXPECT_LE(max_err, tol * max_ref) << "position " << pos;
         }
-        EXPECT_LE(max_err, tol * max_ref) << "position " << pos;
       }
     }
 }
