@@ -107,48 +107,49 @@ inline void q8_row_scalar(const std::int8_t* s, float* d, std::size_t c, std::si
   for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
 }
 
-// One stored element read back as the converters give it: Conv(row, c, scale).
-struct F16Elem {
-  static float get(const std::uint16_t* s, std::size_t c, float) noexcept { return half_to_float(s[c]); }
-};
-struct Q8Elem {
-  static float get(const std::int8_t* s, std::size_t c, float sc) noexcept { return sc * static_cast<float>(s[c]); }
-};
+// Element c of a stored row (f16: the row is binary16; q8: int8 with the row's scale sc), as the converters give it.
+MICROATTN_SCALAR_INLINE float stored_element(bool f16, const void* row, std::size_t c, float sc) noexcept {
+  return f16 ? half_to_float(static_cast<const std::uint16_t*>(row)[c])
+             : sc * static_cast<float>(static_cast<const std::int8_t*>(row)[c]);
+}
+MICROATTN_SCALAR_INLINE const void* stored_row(bool f16, const void* base, std::size_t j, std::size_t ld) noexcept {
+  return f16 ? static_cast<const void*>(static_cast<const std::uint16_t*>(base) + j * ld)
+             : static_cast<const void*>(static_cast<const std::int8_t*>(base) + j * ld);
+}
 inline float row_scale(const float* scales, std::size_t j, std::size_t stride) noexcept {
   return scales != nullptr ? scales[j * stride] : 0.0f;
 }
 
-// The fused products, scalar: each key's element converted once for up to four query rows; columns [c0, d) /
-// keys [j0, bk) only, so the vector tables finish with these from where their vectors stopped.
-template <class E, class T>
-void rows_dot_scalar_from(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const T* k, std::size_t ldk,
-                          const float* scales, std::size_t scale_stride, std::size_t j0, std::size_t bk, float* s,
-                          std::size_t lds) noexcept {
-  for (std::size_t j = j0; j < bk; ++j) {
-    const T* kj = k + j * ldk;
+// The fused products, scalar, one function per product for both formats (flash: the Cortex-M builds link these):
+// each key's element converted once for up to four query rows; P·V over columns [c0, d_v) only, so the vector
+// tables finish with it from where their vectors stopped.
+void rows_dot_stored(bool f16, const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const void* k,
+                     std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                     std::size_t lds) noexcept {
+  for (std::size_t j = 0; j < bk; ++j) {
+    const void* kj = stored_row(f16, k, j, ldk);
     const float sc = row_scale(scales, j, scale_stride);
     for (std::size_t r0 = 0; r0 < nr; r0 += 4) {
       const std::size_t rr = nr - r0 < 4 ? nr - r0 : 4;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (std::size_t p = 0; p < d; ++p) {
-        const float x = E::get(kj, p, sc);
+        const float x = stored_element(f16, kj, p, sc);
         for (std::size_t r = 0; r < rr; ++r) acc[r] = fmadd(q[(r0 + r) * ldq + p], x, acc[r]);
       }
       for (std::size_t r = 0; r < rr; ++r) s[(r0 + r) * lds + j] = acc[r];
     }
   }
 }
-template <class E, class T>
-void rows_axpy_scalar_from(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const T* v,
-                           std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0,
-                           std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+void rows_axpy_stored(bool f16, const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const void* v,
+                      std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
+                      const float* alpha, float* o, std::size_t ldo) noexcept {
   for (std::size_t r = 0; r < nr; ++r)
     for (std::size_t c = c0; c < d_v; ++c) o[r * ldo + c] = alpha != nullptr ? o[r * ldo + c] * alpha[r] : 0.0f;
   for (std::size_t j = 0; j < bk; ++j) {
-    const T* vj = v + j * ldv;
+    const void* vj = stored_row(f16, v, j, ldv);
     const float sc = row_scale(scales, j, scale_stride);
     for (std::size_t c = c0; c < d_v; ++c) {
-      const float x = E::get(vj, c, sc);
+      const float x = stored_element(f16, vj, c, sc);
       for (std::size_t r = 0; r < nr; ++r) o[r * ldo + c] = fmadd(p[r * ldp + j], x, o[r * ldo + c]);
     }
   }
@@ -156,21 +157,21 @@ void rows_axpy_scalar_from(const float* p, std::size_t ldp, std::size_t nr, std:
 
 void f16_rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
                          std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
-  rows_dot_scalar_from<F16Elem>(q, ldq, nr, d, k, ldk, nullptr, 0, 0, bk, s, lds);
+  rows_dot_stored(true, q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
 }
 void q8_rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
                         std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
                         std::size_t lds) noexcept {
-  rows_dot_scalar_from<Q8Elem>(q, ldq, nr, d, k, ldk, scales, scale_stride, 0, bk, s, lds);
+  rows_dot_stored(false, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
 }
 void f16_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
                           std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_scalar_from<F16Elem>(p, ldp, nr, bk, v, ldv, nullptr, 0, 0, d_v, alpha, o, ldo);
+  rows_axpy_stored(true, p, ldp, nr, bk, v, ldv, nullptr, 0, 0, d_v, alpha, o, ldo);
 }
 void q8_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
                          std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
                          const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_scalar_from<Q8Elem>(p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
+  rows_axpy_stored(false, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
 }
 
 constexpr CacheKernels scalar_table{"scalar",           f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>,
@@ -293,7 +294,7 @@ constexpr std::size_t L = V::lanes;
 struct Q8Fmt {
   using T = std::int8_t;
   static constexpr int per = 4;
-  using Elem = Q8Elem;
+  static constexpr bool f16 = false;
   template <int B>
   static V::vf lane(V::vi x, V::vf sc) noexcept {
     return V::mul(sc, V::q8_lane<B>(x));
@@ -303,7 +304,7 @@ struct Q8Fmt {
 struct F16Fmt {
   using T = std::uint16_t;
   static constexpr int per = 2;
-  using Elem = F16Elem;
+  static constexpr bool f16 = true;
   template <int B>
   static V::vf lane(V::vi x, V::vf) noexcept {
     return V::f16_lane<B>(x);
@@ -454,7 +455,7 @@ void rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d
   // gather reads, the scalar rows.
   const std::size_t span = 8 * L * (ldk * sizeof(typename F::T) + scale_stride * sizeof(float));
   if (d < static_cast<std::size_t>(F::per) || span > 0x7fffffffu) {
-    rows_dot_scalar_from<typename F::Elem>(q, ldq, nr, d, k, ldk, scales, scale_stride, 0, bk, s, lds);
+    rows_dot_stored(F::f16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
     return;
   }
   for (std::size_t r0 = 0; r0 < nr;) {
@@ -510,7 +511,7 @@ void axpy_rows(const float* p, std::size_t ldp, std::size_t bk, const typename F
     axpy_tile<F, R, 2>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
   for (; c + L <= d_v; c += L) axpy_tile<F, R, 1>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
   if (c < d_v)
-    rows_axpy_scalar_from<typename F::Elem>(p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
+    rows_axpy_stored(F::f16, p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
 }
 
 template <class F>
@@ -573,7 +574,7 @@ void q8_row_neon(const std::int8_t* s, float* d, std::size_t c, std::size_t cols
 // vector of a v row used by up to 4 rows. The columns short of a vector finish on the scalar loop.
 struct Q8Neon {
   using T = std::int8_t;
-  using Elem = Q8Elem;
+  static constexpr bool f16 = false;
   // columns [c, c + 8) of a row, converted and scaled
   static void load8(const T* s, float sc, float32x4_t& lo, float32x4_t& hi) noexcept {
     const int16x8_t q = vmovl_s8(vld1_s8(s));
@@ -583,7 +584,7 @@ struct Q8Neon {
 };
 struct F16Neon {
   using T = std::uint16_t;
-  using Elem = F16Elem;
+  static constexpr bool f16 = true;
   static void load8(const T* s, float, float32x4_t& lo, float32x4_t& hi) noexcept {
     const uint16x8_t h = vld1q_u16(s);
     lo = vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h)));
@@ -607,7 +608,7 @@ inline void dot_key_neon(const float* q, std::size_t ldq, std::size_t d, const t
   }
   for (std::size_t r = 0; r < R; ++r) {
     float t = vaddvq_f32(acc[r]);
-    for (std::size_t p = c; p < d; ++p) t = fmadd(q[r * ldq + p], F::Elem::get(kj, p, sc), t);
+    for (std::size_t p = c; p < d; ++p) t = fmadd(q[r * ldq + p], stored_element(F::f16, kj, p, sc), t);
     s[r * lds + j] = t;
   }
 }
@@ -669,8 +670,7 @@ void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t
         axpy_tile_neon<F, 1>(pr, ldp, bk, v + c, ldv, scales, scale_stride, ar, orow + c, ldo);
     }
     if (body < d_v)
-      rows_axpy_scalar_from<typename F::Elem>(pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow,
-                                              ldo);
+      rows_axpy_stored(F::f16, pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow, ldo);
     r0 += rr;
   }
 }
