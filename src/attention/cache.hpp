@@ -62,8 +62,7 @@ struct CacheRun {
   void fused_dot(std::size_t nr, std::size_t j0, std::size_t bk) const noexcept {
     const std::size_t d_k = qh.q.cols;
     if (format == Format::f16)
-      ck.f16_rows_dot(qs, d_k, nr, d_k, static_cast<const std::uint16_t*>(k.data) + j0 * k.stride, k.stride, bk, s,
-                      bw);
+      ck.f16_rows_dot(qs, d_k, nr, d_k, static_cast<const std::uint16_t*>(k.data) + j0 * k.stride, k.stride, bk, s, bw);
     else
       ck.q8_rows_dot(qs, d_k, nr, d_k, static_cast<const std::int8_t*>(k.data) + j0 * k.stride, k.stride,
                      k.scales + j0 * k.scale_stride, k.scale_stride, bk, s, bw);
@@ -71,8 +70,8 @@ struct CacheRun {
   void fused_axpy(std::size_t nr, std::size_t j0, std::size_t bk) const noexcept {
     const std::size_t d_v = v.cols;
     if (format == Format::f16)
-      ck.f16_rows_axpy(s, bw, nr, bk, static_cast<const std::uint16_t*>(v.data) + j0 * v.stride, v.stride, d_v,
-                       alpha(), o, d_v);
+      ck.f16_rows_axpy(s, bw, nr, bk, static_cast<const std::uint16_t*>(v.data) + j0 * v.stride, v.stride, d_v, alpha(),
+                       o, d_v);
     else
       ck.q8_rows_axpy(s, bw, nr, bk, static_cast<const std::int8_t*>(v.data) + j0 * v.stride, v.stride,
                       v.scales + j0 * v.scale_stride, v.scale_stride, d_v, alpha(), o, d_v);

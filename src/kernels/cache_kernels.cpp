@@ -174,9 +174,9 @@ void q8_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::s
   rows_axpy_stored(false, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
 }
 
-constexpr CacheKernels scalar_table{"scalar",           f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>,
-                                    f16_rows_dot_scalar, q8_rows_dot_scalar,       f16_rows_axpy_scalar,
-                                    q8_rows_axpy_scalar};
+constexpr CacheKernels scalar_table{
+    "scalar",           f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>, f16_rows_dot_scalar,
+    q8_rows_dot_scalar, f16_rows_axpy_scalar,     q8_rows_axpy_scalar};
 
 #if MICROATTN_CACHE_X86
 #if defined(__AVX512F__)
@@ -321,9 +321,9 @@ inline __attribute__((always_inline)) void transpose_16x8(const char* row, std::
   __m512i z[8];
   for (std::size_t i = 0; i < 8; ++i) {
     const std::size_t a = first + i < last ? first + i : last, b = first + i + 8 < last ? first + i + 8 : last;
-    z[i] = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + a * ld))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * ld)), 1);
+    z[i] =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + a * ld))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * ld)), 1);
   }
   __m512i t[8], u[8];
   for (std::size_t h = 0; h < 8; h += 4) {
@@ -349,16 +349,16 @@ inline __attribute__((always_inline)) void transpose_16x8(const char* row, std::
 template <class F, std::size_t R, std::size_t KV>
 inline __attribute__((always_inline)) void dot_tile(const float* q, std::size_t ldq, std::size_t d,
                                                     const typename F::T* k, std::size_t ldk, const float* scales,
-                                                    std::size_t scale_stride, std::size_t j0, std::size_t bk,
-                                                    float* s, std::size_t lds) noexcept {
+                                                    std::size_t scale_stride, std::size_t j0, std::size_t bk, float* s,
+                                                    std::size_t lds) noexcept {
   constexpr int per = F::per;
   const std::int32_t row_bytes = static_cast<std::int32_t>(ldk * sizeof(typename F::T));
   const std::int32_t last = static_cast<std::int32_t>(bk - 1 - j0);
   V::vi off[KV];
   V::vf sc[KV];
   for (std::size_t t = 0; t < KV; ++t) {
-    const V::vi key = V::clamp(
-        V::addi(V::lane_offsets(1), static_cast<std::int32_t>(t * L)), last);  // key index within the tile
+    const V::vi key =
+        V::clamp(V::addi(V::lane_offsets(1), static_cast<std::int32_t>(t * L)), last);  // key index within the tile
     off[t] = V::muli(key, row_bytes);
     sc[t] = scales != nullptr ? V::gatherf(scales + j0 * scale_stride,
                                            V::muli(key, static_cast<std::int32_t>(scale_stride * sizeof(float))))
@@ -481,8 +481,7 @@ void rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d
 // R rows × CV vectors of columns [c, c + CV·L): o = o·alpha + Σ_j p[r][j]·v̂[j][…].
 template <class F, std::size_t R, std::size_t CV>
 void axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const typename F::T* v, std::size_t ldv,
-               const float* scales, std::size_t scale_stride, const float* alpha, float* o,
-               std::size_t ldo) noexcept {
+               const float* scales, std::size_t scale_stride, const float* alpha, float* o, std::size_t ldo) noexcept {
   V::vf acc[R][CV];
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t c = 0; c < CV; ++c) acc[r][c] = V::zero();
@@ -510,14 +509,13 @@ void axpy_rows(const float* p, std::size_t ldp, std::size_t bk, const typename F
   for (; c + 2 * L <= d_v; c += 2 * L)
     axpy_tile<F, R, 2>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
   for (; c + L <= d_v; c += L) axpy_tile<F, R, 1>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
-  if (c < d_v)
-    rows_axpy_stored(F::f16, p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
+  if (c < d_v) rows_axpy_stored(F::f16, p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
 }
 
 template <class F>
 void rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
-                   std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
-                   const float* alpha, float* o, std::size_t ldo) noexcept {
+                   std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha,
+                   float* o, std::size_t ldo) noexcept {
   for (std::size_t r0 = 0; r0 < nr;) {
     const std::size_t left = nr - r0;
     const std::size_t rr = left >= 4 ? 4 : left >= 2 ? 2 : 1;
@@ -552,9 +550,8 @@ void q8_rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size
                       const float* alpha, float* o, std::size_t ldo) noexcept {
   rows_axpy_x86<Q8Fmt>(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
 }
-constexpr CacheKernels vector_table{x86_name,         f16_rows<f16_row_x86>, q8_rows<q8_row_x86>,
-                                    f16_rows_dot_x86, q8_rows_dot_x86,       f16_rows_axpy_x86,
-                                    q8_rows_axpy_x86};
+constexpr CacheKernels vector_table{x86_name,        f16_rows<f16_row_x86>, q8_rows<q8_row_x86>, f16_rows_dot_x86,
+                                    q8_rows_dot_x86, f16_rows_axpy_x86,     q8_rows_axpy_x86};
 #define MICROATTN_CACHE_VECTOR 1
 #elif MICROATTN_CACHE_NEON
 void f16_row_neon(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
@@ -655,8 +652,8 @@ void axpy_tile_neon(const float* p, std::size_t ldp, std::size_t bk, const typen
 
 template <class F>
 void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
-                    std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
-                    const float* alpha, float* o, std::size_t ldo) noexcept {
+                    std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha,
+                    float* o, std::size_t ldo) noexcept {
   const std::size_t body = d_v / 8 * 8;
   for (std::size_t r0 = 0; r0 < nr;) {
     const std::size_t rr = nr - r0 >= 4 ? 4 : 1;
@@ -669,8 +666,7 @@ void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t
       else
         axpy_tile_neon<F, 1>(pr, ldp, bk, v + c, ldv, scales, scale_stride, ar, orow + c, ldo);
     }
-    if (body < d_v)
-      rows_axpy_stored(F::f16, pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow, ldo);
+    if (body < d_v) rows_axpy_stored(F::f16, pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow, ldo);
     r0 += rr;
   }
 }
@@ -693,9 +689,8 @@ void q8_rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::siz
                        const float* alpha, float* o, std::size_t ldo) noexcept {
   rows_axpy_neon<Q8Neon>(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
 }
-constexpr CacheKernels vector_table{"neon",            f16_rows<f16_row_neon>, q8_rows<q8_row_neon>,
-                                    f16_rows_dot_neon, q8_rows_dot_neon,       f16_rows_axpy_neon,
-                                    q8_rows_axpy_neon};
+constexpr CacheKernels vector_table{"neon",           f16_rows<f16_row_neon>, q8_rows<q8_row_neon>, f16_rows_dot_neon,
+                                    q8_rows_dot_neon, f16_rows_axpy_neon,     q8_rows_axpy_neon};
 #define MICROATTN_CACHE_VECTOR 1
 #endif
 
