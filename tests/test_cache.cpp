@@ -298,6 +298,150 @@ TEST_P(CacheKernel, NonFiniteValues) {
 
 INSTANTIATE_TEST_SUITE_P(EveryArch, CacheKernel, ::testing::ValuesIn(all_pairs()), pair_name);
 
+// ---- the tables' fused products, field by field --------------------------------------------------------------
+// Each table's *_rows_dot / *_rows_axpy against the double products of the stored values (Stored: the test's own
+// rounding) within the fp32 bound, and against the scalar table within twice it; n_q 1–33 rows, key counts and
+// head dims across every vector and tile edge, rows strided (two K/V heads: the second one read, scale_stride 2),
+// canaries in every row's padding and past the end, alpha and none, non-finite stored values and queries.
+constexpr float canary = -12345.0f;
+
+// |got − want| <= bound: NaN where the double product is NaN, the same inf where it is inf.
+::testing::AssertionResult near_ref(float got, double want, double bound) {
+  if (std::isnan(want)) {
+    if (std::isnan(got)) return ::testing::AssertionSuccess();
+  } else if (std::isinf(want)) {
+    if (static_cast<double>(got) == want) return ::testing::AssertionSuccess();
+  } else if (std::isfinite(got) && std::fabs(static_cast<double>(got) - want) <= bound) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "got " << got << " want " << want << " bound " << bound;
+}
+
+struct FusedCase {
+  ma::Format f;
+  std::size_t nr, bk, d;
+  int poison;  // 0 none, 1 a stored inf, 2 a stored NaN, 3 an inf query element
+};
+
+// One table against the reference and the scalar table; both products.
+void check_fused(const md::CacheKernels& ck, const FusedCase& t, std::uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << ck.name << " format " << static_cast<int>(t.f) << " nr " << t.nr << " bk "
+                                    << t.bk << " d " << t.d << " poison " << t.poison);
+  const std::size_t nr = t.nr, bk = t.bk, d = t.d, kv_heads = 2, kv_dim = kv_heads * d;
+  Uniform u(seed, -2.0f, 2.0f);
+  std::vector<float> x(bk * kv_dim);
+  for (std::size_t j = 0; j < bk; ++j)
+    for (std::size_t c = 0; c < kv_dim; ++c) x[j * kv_dim + c] = u() * (j % 7 == 3 ? 0.001f : 1.0f);
+  if (bk > 2)
+    for (std::size_t c = 0; c < kv_dim; ++c) x[kv_dim + c] = 0.0f;  // a zero row: scale 0
+  if (t.poison == 1) x[(bk / 2) * kv_dim + d + d / 2] = INFINITY;
+  if (t.poison == 2) x[(bk - 1) * kv_dim + d + d - 1] = NAN;
+  const Stored st(t.f, x.data(), kv_dim, bk, kv_heads, d);
+  const md::KvSource src = st.source(1);
+  const float* val = st.values.data() + d;  // row j, column c: val[j·kv_dim + c]
+
+  // Scores: q nr × d (stride d + 1), s nr × (bk + 3).
+  const std::size_t ldq = d + 1, lds = bk + 3;
+  std::vector<float> q(nr * ldq);
+  for (float& e : q) e = u();
+  if (t.poison == 3) q[(nr / 2) * ldq + d / 3] = -INFINITY;
+  std::vector<float> s(nr * lds + 5, canary), s_scalar(nr * lds + 5, canary);
+  const auto dot = [&](const md::CacheKernels& table, float* out) {
+    if (t.f == ma::Format::f16)
+      table.f16_rows_dot(q.data(), ldq, nr, d, static_cast<const std::uint16_t*>(src.data), src.stride, bk, out, lds);
+    else
+      table.q8_rows_dot(q.data(), ldq, nr, d, static_cast<const std::int8_t*>(src.data), src.stride, src.scales,
+                        src.scale_stride, bk, out, lds);
+  };
+  dot(ck, s.data());
+  dot(md::scalar_cache_kernels(), s_scalar.data());
+  constexpr double u32 = 0x1p-24;
+  for (std::size_t r = 0; r < nr; ++r) {
+    for (std::size_t j = 0; j < bk; ++j) {
+      double want = 0.0, mag = 0.0;
+      for (std::size_t p = 0; p < d; ++p) {
+        const double a = q[r * ldq + p], b = val[j * kv_dim + p];
+        want += a * b;
+        mag += std::fabs(a * b);
+      }
+      const double bound = (static_cast<double>(d) + 2.0) * u32 * mag;
+      ASSERT_TRUE(near_ref(s[r * lds + j], want, bound)) << "score row " << r << " key " << j;
+      ASSERT_TRUE(near_ref(s[r * lds + j], s_scalar[r * lds + j], 2.0 * bound)) << "vs scalar, row " << r;
+    }
+    for (std::size_t j = bk; j < lds && r * lds + j < s.size(); ++j)
+      ASSERT_EQ(s[r * lds + j], canary) << "score padding row " << r;
+  }
+  for (std::size_t i = nr * lds; i < s.size(); ++i) ASSERT_EQ(s[i], canary) << "past the scores";
+
+  // P·V: p nr × (bk + 2), o nr × (d + 2) with canaries between rows; alpha per row (or none on odd seeds).
+  const std::size_t ldp = bk + 2, ldo = d + 2;
+  std::vector<float> p(nr * ldp), o0(nr * ldo, canary), alpha(nr);
+  for (float& e : p) e = 0.5f * (u() + 2.0f);  // probabilities-like: [0, 2)
+  for (std::size_t r = 0; r < nr; ++r) {
+    alpha[r] = r % 3 == 0 ? 1.0f : 0.25f * (u() + 2.0f);
+    for (std::size_t c = 0; c < d; ++c) o0[r * ldo + c] = u() * 4.0f;
+  }
+  const bool with_alpha = seed % 2 == 0;
+  std::vector<float> o = o0, o_scalar = o0;
+  o.resize(nr * ldo + 7, canary);
+  o_scalar.resize(nr * ldo + 7, canary);
+  const auto axpy = [&](const md::CacheKernels& table, float* out) {
+    const float* a = with_alpha ? alpha.data() : nullptr;
+    if (t.f == ma::Format::f16)
+      table.f16_rows_axpy(p.data(), ldp, nr, bk, static_cast<const std::uint16_t*>(src.data), src.stride, d, a, out,
+                          ldo);
+    else
+      table.q8_rows_axpy(p.data(), ldp, nr, bk, static_cast<const std::int8_t*>(src.data), src.stride, src.scales,
+                         src.scale_stride, d, a, out, ldo);
+  };
+  axpy(ck, o.data());
+  axpy(md::scalar_cache_kernels(), o_scalar.data());
+  for (std::size_t r = 0; r < nr; ++r) {
+    for (std::size_t c = 0; c < d; ++c) {
+      double want = with_alpha ? static_cast<double>(o0[r * ldo + c]) * alpha[r] : 0.0;
+      double mag = std::fabs(want);
+      for (std::size_t j = 0; j < bk; ++j) {
+        const double a = p[r * ldp + j], b = val[j * kv_dim + c];
+        want += a * b;
+        mag += std::fabs(a * b);
+      }
+      const double bound = (static_cast<double>(bk) + 3.0) * u32 * mag;
+      ASSERT_TRUE(near_ref(o[r * ldo + c], want, bound)) << "output row " << r << " col " << c;
+      ASSERT_TRUE(near_ref(o[r * ldo + c], o_scalar[r * ldo + c], 2.0 * bound)) << "vs scalar, row " << r;
+    }
+    for (std::size_t c = d; c < ldo; ++c) ASSERT_EQ(o[r * ldo + c], canary) << "output padding row " << r;
+  }
+  for (std::size_t i = nr * ldo; i < o.size(); ++i) ASSERT_EQ(o[i], canary) << "past the output";
+}
+
+class CacheFused : public ::testing::TestWithParam<const md::CacheKernels*> {};
+
+TEST_P(CacheFused, EveryShapeAgainstTheDoubleProducts) {
+  std::uint32_t seed = 1;
+  for (ma::Format f : {ma::Format::f16, ma::Format::q8})
+    for (std::size_t d : {1u, 2u, 3u, 4u, 5u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u, 33u, 48u, 64u, 65u})
+      for (std::size_t bk : {1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u, 33u, 63u, 64u, 65u, 100u})
+        for (std::size_t nr : {1u, 2u, 3u, 4u, 5u, 7u, 8u, 9u, 12u, 16u, 17u, 33u}) {
+          if (nr > 9 && d > 17 && bk > 33 && nr != 33) continue;
+          check_fused(*GetParam(), {f, nr, bk, d, 0}, seed++);
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST_P(CacheFused, NonFiniteValues) {
+  std::uint32_t seed = 7;
+  for (ma::Format f : {ma::Format::f16, ma::Format::q8})
+    for (int poison : {1, 2, 3})
+      for (std::size_t d : {5u, 16u, 33u})
+        for (std::size_t nr : {1u, 4u, 9u}) {
+          check_fused(*GetParam(), {f, nr, 40, d, poison}, seed++);
+          if (HasFatalFailure()) return;
+        }
+}
+
+std::string table_name(const ::testing::TestParamInfo<const md::CacheKernels*>& info) { return info.param->name; }
+INSTANTIATE_TEST_SUITE_P(EveryTable, CacheFused, ::testing::ValuesIn(all_cache_tables()), table_name);
+
 // ---- the layers --------------------------------------------------------------------------------------------
 // Weights that project exactly: each output feature is one input feature times ±2^e (no bias), so Q, K and V are
 // known to the bit and the stored K/V are the test's own rounding of them.

@@ -1,6 +1,6 @@
-// Attention over an f16 / q8 K/V cache: the few-query path's loop with each key block converted to float in the
-// workspace first (RAM constant in the sequence length), for every number of queries; the exact path for the
-// rows it may get wrong, reading converted rows one at a time.
+// Attention over an f16 / q8 K/V cache: the few-query path's loop, for every number of queries, with the cache
+// table's fused products reading the stored rows (no converted copy of a block); the exact path for the rows it
+// may get wrong, reading converted rows one at a time.
 #pragma once
 
 #include <cassert>
@@ -24,11 +24,11 @@ struct CacheRun {
   float q_factor;
   float* space;       // the workspace, aligned
   std::size_t avail;  // its floats
-  // The workspace of a pass of nr rows: qs nr × d_k, o nr × d_v (at least 2·d_v: the exact path's scratch), m, l,
-  // alpha and ones nr each, then the scores of a key block, nr × bw, and a chunk of it converted to float, K ch ×
-  // d_k and V ch × d_v. bw as the few-query path takes it (fewer rows, wider blocks: fewer softmax steps), ch as
-  // many rows as fit, at least a quarter block (the layers' layer_cache_block_floats).
-  mutable float *qs, *o, *m, *ones, *s, *kb, *vb;
+  // The workspace of a pass of nr rows: qs nr × d_k, o nr × d_v (at least 2·d_v: the exact path's scratch), m, l
+  // and alpha nr each (and nr spare), then the scores of a key block, nr × bw, and converted rows, K ch × d_k and
+  // V ch × d_v (the exact path converts one at a time). bw as the few-query path takes it (fewer rows, wider
+  // blocks: fewer softmax steps); the sizes keep the layers' workspace (layer_cache_block_floats) sufficient.
+  mutable float *qs, *o, *m, *s, *kb, *vb;
   mutable std::size_t nr_max, bw, ch;
   float* l() const noexcept { return m + nr_max; }
   float* alpha() const noexcept { return m + 2 * nr_max; }
@@ -39,9 +39,7 @@ struct CacheRun {
     qs = space;
     o = qs + nr * d_k;
     m = o + (nr < 2 ? 2 : nr) * d_v;
-    ones = m + 3 * nr;
-    for (std::size_t r = 0; r < nr; ++r) ones[r] = 1.0f;
-    s = ones + nr;
+    s = m + 4 * nr;
     const std::size_t rest = avail - nr * (d_k + d_v + 4) - (nr < 2 ? d_v : 0);
     bw = target_is_mcu ? bc : attention_block_q * bc / nr / bc * bc;
     if (nr * bw + quarter * kv > rest) bw = rest > quarter * kv ? (rest - quarter * kv) / nr : 1;
@@ -60,23 +58,34 @@ struct CacheRun {
                  src.scales + j0 * src.scale_stride, src.scale_stride, dst);
   }
 
+  // Scores of keys [j0, j0 + bk) into s (row stride bw) and P·V of them into o, straight from the stored rows.
+  void fused_dot(std::size_t nr, std::size_t j0, std::size_t bk) const noexcept {
+    const std::size_t d_k = qh.q.cols;
+    if (format == Format::f16)
+      ck.f16_rows_dot(qs, d_k, nr, d_k, static_cast<const std::uint16_t*>(k.data) + j0 * k.stride, k.stride, bk, s, bw);
+    else
+      ck.q8_rows_dot(qs, d_k, nr, d_k, static_cast<const std::int8_t*>(k.data) + j0 * k.stride, k.stride,
+                     k.scales + j0 * k.scale_stride, k.scale_stride, bk, s, bw);
+  }
+  void fused_axpy(std::size_t nr, std::size_t j0, std::size_t bk) const noexcept {
+    const std::size_t d_v = v.cols;
+    if (format == Format::f16)
+      ck.f16_rows_axpy(s, bw, nr, bk, static_cast<const std::uint16_t*>(v.data) + j0 * v.stride, v.stride, d_v, alpha(),
+                       o, d_v);
+    else
+      ck.q8_rows_axpy(s, bw, nr, bk, static_cast<const std::int8_t*>(v.data) + j0 * v.stride, v.stride,
+                      v.scales + j0 * v.scale_stride, v.scale_stride, d_v, alpha(), o, d_v);
+  }
+
   void run_rows(std::size_t r0, std::size_t nr) const noexcept {
-    const std::size_t n_kv = k.rows, d_k = qh.q.cols, d_v = v.cols;
+    const std::size_t n_kv = k.rows, d_v = v.cols;
     const KeyRange any = pass_start(qh, options, n_kv, d_v, q_factor, r0, nr, qs, o, m, l());
     for (std::size_t j0 = any.lo; j0 < any.hi; j0 += bw) {
       const std::size_t bk = min_size(bw, any.hi - j0);
-      for (std::size_t c0 = 0; c0 < bk; c0 += ch) {
-        const std::size_t cn = min_size(ch, bk - c0);
-        convert(k, j0 + c0, cn, kb);
-        kern.rows_dot(qs, d_k, nr, d_k, kb, d_k, cn, s + c0, bw);
-      }
+      fused_dot(nr, j0, bk);
       pass_hide(qh, options, n_kv, r0, nr, j0, bk, s, bw);
       kern.rows_softmax(s, bw, nr, bk, m, l(), alpha());
-      for (std::size_t c0 = 0; c0 < bk; c0 += ch) {  // the block's rescale with the first chunk only
-        const std::size_t cn = min_size(ch, bk - c0);
-        convert(v, j0 + c0, cn, vb);
-        kern.rows_axpy(s + c0, bw, nr, cn, vb, d_v, d_v, c0 == 0 ? alpha() : ones, o, d_v);
-      }
+      fused_axpy(nr, j0, bk);  // the block's rescale by alpha
     }
   }
 
@@ -117,7 +126,6 @@ void attention_run_cache(const Kernels& kern, const CacheKernels& ck, Format for
                      fused_q_factor(scale),
                      aligned_workspace(workspace),
                      workspace_floats - 16,
-                     nullptr,
                      nullptr,
                      nullptr,
                      nullptr,

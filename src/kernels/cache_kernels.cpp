@@ -2,8 +2,10 @@
 #include "kernels/cache_kernels.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/linear_kernels.hpp"
+#include "kernels/scalar_math.hpp"
 
 #if defined(__AVX2__) && defined(__F16C__)
 #if defined(__GNUC__) && !defined(__clang__)
@@ -105,7 +107,76 @@ inline void q8_row_scalar(const std::int8_t* s, float* d, std::size_t c, std::si
   for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
 }
 
-constexpr CacheKernels scalar_table{"scalar", f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>};
+// Element c of a stored row (f16: the row is binary16; q8: int8 with the row's scale sc), as the converters give it.
+MICROATTN_SCALAR_INLINE float stored_element(bool f16, const void* row, std::size_t c, float sc) noexcept {
+  return f16 ? half_to_float(static_cast<const std::uint16_t*>(row)[c])
+             : sc * static_cast<float>(static_cast<const std::int8_t*>(row)[c]);
+}
+MICROATTN_SCALAR_INLINE const void* stored_row(bool f16, const void* base, std::size_t j, std::size_t ld) noexcept {
+  return f16 ? static_cast<const void*>(static_cast<const std::uint16_t*>(base) + j * ld)
+             : static_cast<const void*>(static_cast<const std::int8_t*>(base) + j * ld);
+}
+inline float row_scale(const float* scales, std::size_t j, std::size_t stride) noexcept {
+  return scales != nullptr ? scales[j * stride] : 0.0f;
+}
+
+// The fused products, scalar, one function per product for both formats (flash: the Cortex-M builds link these):
+// each key's element converted once for up to four query rows; P·V over columns [c0, d_v) only, so the vector
+// tables finish with it from where their vectors stopped.
+void rows_dot_stored(bool f16, const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const void* k,
+                     std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                     std::size_t lds) noexcept {
+  for (std::size_t j = 0; j < bk; ++j) {
+    const void* kj = stored_row(f16, k, j, ldk);
+    const float sc = row_scale(scales, j, scale_stride);
+    for (std::size_t r0 = 0; r0 < nr; r0 += 4) {
+      const std::size_t rr = nr - r0 < 4 ? nr - r0 : 4;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (std::size_t p = 0; p < d; ++p) {
+        const float x = stored_element(f16, kj, p, sc);
+        for (std::size_t r = 0; r < rr; ++r) acc[r] = fmadd(q[(r0 + r) * ldq + p], x, acc[r]);
+      }
+      for (std::size_t r = 0; r < rr; ++r) s[(r0 + r) * lds + j] = acc[r];
+    }
+  }
+}
+void rows_axpy_stored(bool f16, const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const void* v,
+                      std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
+                      const float* alpha, float* o, std::size_t ldo) noexcept {
+  for (std::size_t r = 0; r < nr; ++r)
+    for (std::size_t c = c0; c < d_v; ++c) o[r * ldo + c] = alpha != nullptr ? o[r * ldo + c] * alpha[r] : 0.0f;
+  for (std::size_t j = 0; j < bk; ++j) {
+    const void* vj = stored_row(f16, v, j, ldv);
+    const float sc = row_scale(scales, j, scale_stride);
+    for (std::size_t c = c0; c < d_v; ++c) {
+      const float x = stored_element(f16, vj, c, sc);
+      for (std::size_t r = 0; r < nr; ++r) o[r * ldo + c] = fmadd(p[r * ldp + j], x, o[r * ldo + c]);
+    }
+  }
+}
+
+void f16_rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
+                         std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
+  rows_dot_stored(true, q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
+}
+void q8_rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                        std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                        std::size_t lds) noexcept {
+  rows_dot_stored(false, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+}
+void f16_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
+                          std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+  rows_axpy_stored(true, p, ldp, nr, bk, v, ldv, nullptr, 0, 0, d_v, alpha, o, ldo);
+}
+void q8_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
+                         std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                         const float* alpha, float* o, std::size_t ldo) noexcept {
+  rows_axpy_stored(false, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
+}
+
+constexpr CacheKernels scalar_table{
+    "scalar",           f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>, f16_rows_dot_scalar,
+    q8_rows_dot_scalar, f16_rows_axpy_scalar,     q8_rows_axpy_scalar};
 
 #if MICROATTN_CACHE_X86
 #if defined(__AVX512F__)
@@ -137,7 +208,350 @@ void q8_row_x86(const std::int8_t* s, float* d, std::size_t c, std::size_t cols,
   }
   q8_row_scalar(s, d, c, cols, sc);
 }
-constexpr CacheKernels vector_table{x86_name, f16_rows<f16_row_x86>, q8_rows<q8_row_x86>};
+// The fused products on x86. Scores: keys in the lanes (one vector of scores per query row and key vector, no
+// horizontal sums): a 32-bit gather takes the same 4 bytes (4 int8 or 2 binary16 columns) from L keys at once,
+// each column is converted (and scaled: the converters' k̂, exactly) once and used by all R rows' FMAs, q[r][p]
+// broadcast. P·V: rows of v along the lanes as rows_axpy, each converted vector used by R rows.
+#if defined(__AVX512F__)
+struct VecX86 {
+  using vf = __m512;
+  using vi = __m512i;
+  static constexpr std::size_t lanes = 16;
+  static vf zero() noexcept { return _mm512_setzero_ps(); }
+  static vf set1(float x) noexcept { return _mm512_set1_ps(x); }
+  static vf fma(vf a, vf b, vf c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  static vf mul(vf a, vf b) noexcept { return _mm512_mul_ps(a, b); }
+  static vf loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }
+  static void storef(float* p, vf x) noexcept { _mm512_storeu_ps(p, x); }
+  static vi lane_offsets(std::int32_t step) noexcept {
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32(step));
+  }
+  static vi clamp(vi x, std::int32_t top) noexcept { return _mm512_min_epi32(x, _mm512_set1_epi32(top)); }
+  static vi addi(vi x, std::int32_t c) noexcept { return _mm512_add_epi32(x, _mm512_set1_epi32(c)); }
+  static vi muli(vi x, std::int32_t c) noexcept { return _mm512_mullo_epi32(x, _mm512_set1_epi32(c)); }
+  static vi gather(const void* base, vi off) noexcept { return _mm512_i32gather_epi32(off, base, 1); }
+  static vf gatherf(const float* base, vi off) noexcept { return _mm512_i32gather_ps(off, base, 1); }
+  // int8 element b of each 32-bit lane, as float
+  template <int B>
+  static vf q8_lane(vi x) noexcept {
+    return _mm512_cvtepi32_ps(_mm512_srai_epi32(B == 3 ? x : _mm512_slli_epi32(x, 24 - 8 * B), 24));
+  }
+  // binary16 element b of each 32-bit lane, as float
+  template <int B>
+  static vf f16_lane(vi x) noexcept {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(B == 0 ? x : _mm512_srli_epi32(x, 16)));
+  }
+  static vf q8_load(const std::int8_t* p) noexcept {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static vf f16_load(const std::uint16_t* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+#else
+struct VecX86 {
+  using vf = __m256;
+  using vi = __m256i;
+  static constexpr std::size_t lanes = 8;
+  static vf zero() noexcept { return _mm256_setzero_ps(); }
+  static vf set1(float x) noexcept { return _mm256_set1_ps(x); }
+  static vf fma(vf a, vf b, vf c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  static vf mul(vf a, vf b) noexcept { return _mm256_mul_ps(a, b); }
+  static vf loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
+  static void storef(float* p, vf x) noexcept { _mm256_storeu_ps(p, x); }
+  static vi lane_offsets(std::int32_t step) noexcept {
+    return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(step));
+  }
+  static vi clamp(vi x, std::int32_t top) noexcept { return _mm256_min_epi32(x, _mm256_set1_epi32(top)); }
+  static vi addi(vi x, std::int32_t c) noexcept { return _mm256_add_epi32(x, _mm256_set1_epi32(c)); }
+  static vi muli(vi x, std::int32_t c) noexcept { return _mm256_mullo_epi32(x, _mm256_set1_epi32(c)); }
+  static vi gather(const void* base, vi off) noexcept {
+    return _mm256_i32gather_epi32(static_cast<const int*>(base), off, 1);
+  }
+  static vf gatherf(const float* base, vi off) noexcept { return _mm256_i32gather_ps(base, off, 1); }
+  template <int B>
+  static vf q8_lane(vi x) noexcept {
+    return _mm256_cvtepi32_ps(_mm256_srai_epi32(B == 3 ? x : _mm256_slli_epi32(x, 24 - 8 * B), 24));
+  }
+  template <int B>
+  static vf f16_lane(vi x) noexcept {
+    const __m256i h = B == 0 ? _mm256_and_si256(x, _mm256_set1_epi32(0xffff)) : _mm256_srli_epi32(x, 16);
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+  }
+  static vf q8_load(const std::int8_t* p) noexcept {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static vf f16_load(const std::uint16_t* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+};
+#endif
+using V = VecX86;
+constexpr std::size_t L = V::lanes;
+
+// The format's side of the fused kernels: PER 32-bit lane elements, the lane's element B converted (and scaled).
+struct Q8Fmt {
+  using T = std::int8_t;
+  static constexpr int per = 4;
+  static constexpr bool f16 = false;
+  template <int B>
+  static V::vf lane(V::vi x, V::vf sc) noexcept {
+    return V::mul(sc, V::q8_lane<B>(x));
+  }
+  static V::vf load(const T* p, V::vf sc) noexcept { return V::mul(sc, V::q8_load(p)); }
+};
+struct F16Fmt {
+  using T = std::uint16_t;
+  static constexpr int per = 2;
+  static constexpr bool f16 = true;
+  template <int B>
+  static V::vf lane(V::vi x, V::vf) noexcept {
+    return V::f16_lane<B>(x);
+  }
+  static V::vf load(const T* p, V::vf) noexcept { return V::f16_load(p); }
+};
+
+#if defined(__AVX512F__)
+// w[c][i] = the 32-bit word c of the 32 bytes at row + key·ld for the 16 keys first … first + 15 (past last: last),
+// key i in lane i. Each register takes keys i and i + 8 (one per 256-bit half); an 8 × 8 transpose per half
+// (words, then pairs), then the halves' 128-bit quarters put in key order.
+inline __attribute__((always_inline)) void transpose_16x8(const char* row, std::size_t ld, std::size_t first,
+                                                          std::size_t last, std::int32_t (*w)[16]) noexcept {
+  __m512i z[8];
+  for (std::size_t i = 0; i < 8; ++i) {
+    const std::size_t a = first + i < last ? first + i : last, b = first + i + 8 < last ? first + i + 8 : last;
+    z[i] =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + a * ld))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * ld)), 1);
+  }
+  __m512i t[8], u[8];
+  for (std::size_t h = 0; h < 8; h += 4) {
+    t[h + 0] = _mm512_unpacklo_epi32(z[h + 0], z[h + 1]);
+    t[h + 1] = _mm512_unpackhi_epi32(z[h + 0], z[h + 1]);
+    t[h + 2] = _mm512_unpacklo_epi32(z[h + 2], z[h + 3]);
+    t[h + 3] = _mm512_unpackhi_epi32(z[h + 2], z[h + 3]);
+    u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);  // words 0 and 4 of keys h … h + 3 (per half)
+    u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);  // 1, 5
+    u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);  // 2, 6
+    u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);  // 3, 7
+  }
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (std::size_t c = 0; c < 4; ++c) {
+    _mm512_store_si512(w[c], _mm512_permutex2var_epi64(u[c], lo, u[c + 4]));
+    _mm512_store_si512(w[c + 4], _mm512_permutex2var_epi64(u[c], hi, u[c + 4]));
+  }
+}
+#endif
+
+// R rows × KV vectors of L keys: s[r][j0 + …] for the keys [j0, j0 + KV·L) (lanes past bk read the last key and
+// are not stored). Columns: a gather per `per` columns; the last d % per take the gather ending at column d.
+template <class F, std::size_t R, std::size_t KV>
+inline __attribute__((always_inline)) void dot_tile(const float* q, std::size_t ldq, std::size_t d,
+                                                    const typename F::T* k, std::size_t ldk, const float* scales,
+                                                    std::size_t scale_stride, std::size_t j0, std::size_t bk, float* s,
+                                                    std::size_t lds) noexcept {
+  constexpr int per = F::per;
+  const std::int32_t row_bytes = static_cast<std::int32_t>(ldk * sizeof(typename F::T));
+  const std::int32_t last = static_cast<std::int32_t>(bk - 1 - j0);
+  V::vi off[KV];
+  V::vf sc[KV];
+  for (std::size_t t = 0; t < KV; ++t) {
+    const V::vi key =
+        V::clamp(V::addi(V::lane_offsets(1), static_cast<std::int32_t>(t * L)), last);  // key index within the tile
+    off[t] = V::muli(key, row_bytes);
+    sc[t] = scales != nullptr ? V::gatherf(scales + j0 * scale_stride,
+                                           V::muli(key, static_cast<std::int32_t>(scale_stride * sizeof(float))))
+                              : V::zero();
+  }
+  const typename F::T* base = k + j0 * ldk;
+  V::vf acc[R][KV];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t t = 0; t < KV; ++t) acc[r][t] = V::zero();
+  const auto columns = [&](std::size_t p, auto first) {  // the lane elements [first, per) of the gather at p
+    constexpr int b0 = decltype(first)::value;
+    V::vi x[KV];
+    for (std::size_t t = 0; t < KV; ++t) x[t] = V::gather(base + p, off[t]);
+    const auto one = [&](auto bc) {
+      constexpr int b = decltype(bc)::value;
+      if constexpr (b >= b0 && b < per) {
+        for (std::size_t t = 0; t < KV; ++t) {
+          const V::vf kv = F::template lane<b>(x[t], sc[t]);
+          for (std::size_t r = 0; r < R; ++r) acc[r][t] = V::fma(V::set1(q[r * ldq + p + b]), kv, acc[r][t]);
+        }
+      }
+    };
+    one(std::integral_constant<int, 0>{});
+    one(std::integral_constant<int, 1>{});
+    one(std::integral_constant<int, 2>{});
+    one(std::integral_constant<int, 3>{});
+  };
+  std::size_t p = 0;
+#if defined(__AVX512F__)
+  // 32 bytes of each of 16 keys at a time: the 16 × 8 words transposed in registers (cheaper than 8 gathers).
+  constexpr std::size_t chunk = 32 / sizeof(typename F::T);
+  alignas(64) std::int32_t words[8][L];
+  for (; p + chunk <= d; p += chunk)
+    for (std::size_t t = 0; t < KV; ++t) {
+      transpose_16x8(reinterpret_cast<const char*>(base + p), static_cast<std::size_t>(row_bytes), t * L,
+                     static_cast<std::size_t>(last), words);
+#pragma GCC unroll 1
+      for (std::size_t c = 0; c < 8; ++c) {  // one word column at a time from L1: the registers hold the sums
+        const V::vi x = _mm512_load_si512(words[c]);
+        const float* qc = q + p + c * per;
+        const auto one = [&](auto bc) {
+          constexpr int b = decltype(bc)::value;
+          if constexpr (b < per) {
+            const V::vf kv = F::template lane<b>(x, sc[t]);
+            for (std::size_t r = 0; r < R; ++r) acc[r][t] = V::fma(V::set1(qc[r * ldq + b]), kv, acc[r][t]);
+          }
+        };
+        one(std::integral_constant<int, 0>{});
+        one(std::integral_constant<int, 1>{});
+        one(std::integral_constant<int, 2>{});
+        one(std::integral_constant<int, 3>{});
+      }
+    }
+#endif
+  for (; p + per <= d; p += per) columns(p, std::integral_constant<int, 0>{});
+  if (p < d) {  // d % per columns left, d >= per: the gather ending at d, its first lanes already done
+    const std::size_t left = d - p, at = d - per;
+    if constexpr (per == 4) {
+      if (left == 1) columns(at, std::integral_constant<int, 3>{});
+      if (left == 2) columns(at, std::integral_constant<int, 2>{});
+      if (left == 3) columns(at, std::integral_constant<int, 1>{});
+    } else {
+      columns(at, std::integral_constant<int, 1>{});
+    }
+  }
+  alignas(64) float out[L];
+  for (std::size_t t = 0; t < KV; ++t) {
+    const std::size_t jt = j0 + t * L;
+    if (jt >= bk) break;
+    const std::size_t n = bk - jt < L ? bk - jt : L;
+    for (std::size_t r = 0; r < R; ++r) {
+      if (n == L) {
+        V::storef(s + r * lds + jt, acc[r][t]);
+      } else {
+        V::storef(out, acc[r][t]);
+        std::memcpy(s + r * lds + jt, out, n * sizeof(float));
+      }
+    }
+  }
+}
+
+template <class F, std::size_t R, std::size_t KV>
+void dot_rows(const float* q, std::size_t ldq, std::size_t d, const typename F::T* k, std::size_t ldk,
+              const float* scales, std::size_t scale_stride, std::size_t bk, float* s, std::size_t lds) noexcept {
+  for (std::size_t j0 = 0; j0 < bk; j0 += KV * L)
+    dot_tile<F, R, KV>(q, ldq, d, k, ldk, scales, scale_stride, j0, bk, s, lds);
+}
+
+template <class F>
+void rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const typename F::T* k,
+                  std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                  std::size_t lds) noexcept {
+  // The gathers' 32-bit offsets span a tile's keys (and scales); beyond them, or with fewer columns than a
+  // gather reads, the scalar rows.
+  const std::size_t span = 8 * L * (ldk * sizeof(typename F::T) + scale_stride * sizeof(float));
+  if (d < static_cast<std::size_t>(F::per) || span > 0x7fffffffu) {
+    rows_dot_stored(F::f16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+    return;
+  }
+  for (std::size_t r0 = 0; r0 < nr;) {
+    const std::size_t left = nr - r0;
+    const float* qr = q + r0 * ldq;
+    float* sr = s + r0 * lds;
+    if (left >= 8) {
+      dot_rows<F, 8, 1>(qr, ldq, d, k, ldk, scales, scale_stride, bk, sr, lds);
+      r0 += 8;
+    } else if (left >= 4) {
+      dot_rows<F, 4, 2>(qr, ldq, d, k, ldk, scales, scale_stride, bk, sr, lds);
+      r0 += 4;
+    } else if (left >= 2) {
+      dot_rows<F, 2, 4>(qr, ldq, d, k, ldk, scales, scale_stride, bk, sr, lds);
+      r0 += 2;
+    } else {
+      dot_rows<F, 1, 4>(qr, ldq, d, k, ldk, scales, scale_stride, bk, sr, lds);
+      r0 += 1;
+    }
+  }
+}
+
+// R rows × CV vectors of columns [c, c + CV·L): o = o·alpha + Σ_j p[r][j]·v̂[j][…].
+template <class F, std::size_t R, std::size_t CV>
+void axpy_tile(const float* p, std::size_t ldp, std::size_t bk, const typename F::T* v, std::size_t ldv,
+               const float* scales, std::size_t scale_stride, const float* alpha, float* o, std::size_t ldo) noexcept {
+  V::vf acc[R][CV];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t c = 0; c < CV; ++c) acc[r][c] = V::zero();
+  for (std::size_t j = 0; j < bk; ++j) {
+    const V::vf sc = V::set1(row_scale(scales, j, scale_stride));
+    V::vf x[CV];
+    for (std::size_t c = 0; c < CV; ++c) x[c] = F::load(v + j * ldv + c * L, sc);
+    for (std::size_t r = 0; r < R; ++r) {
+      const V::vf pr = V::set1(p[r * ldp + j]);
+      for (std::size_t c = 0; c < CV; ++c) acc[r][c] = V::fma(pr, x[c], acc[r][c]);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t c = 0; c < CV; ++c) {
+      float* op = o + r * ldo + c * L;
+      V::storef(op, alpha != nullptr ? V::fma(V::loadf(op), V::set1(alpha[r]), acc[r][c]) : acc[r][c]);
+    }
+}
+
+template <class F, std::size_t R>
+void axpy_rows(const float* p, std::size_t ldp, std::size_t bk, const typename F::T* v, std::size_t ldv,
+               const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha, float* o,
+               std::size_t ldo) noexcept {
+  std::size_t c = 0;
+  for (; c + 2 * L <= d_v; c += 2 * L)
+    axpy_tile<F, R, 2>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
+  for (; c + L <= d_v; c += L) axpy_tile<F, R, 1>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
+  if (c < d_v) rows_axpy_stored(F::f16, p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
+}
+
+template <class F>
+void rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
+                   std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha,
+                   float* o, std::size_t ldo) noexcept {
+  for (std::size_t r0 = 0; r0 < nr;) {
+    const std::size_t left = nr - r0;
+    const std::size_t rr = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    const float* pr = p + r0 * ldp;
+    const float* ar = alpha != nullptr ? alpha + r0 : nullptr;
+    float* orow = o + r0 * ldo;
+    if (rr == 4)
+      axpy_rows<F, 4>(pr, ldp, bk, v, ldv, scales, scale_stride, d_v, ar, orow, ldo);
+    else if (rr == 2)
+      axpy_rows<F, 2>(pr, ldp, bk, v, ldv, scales, scale_stride, d_v, ar, orow, ldo);
+    else
+      axpy_rows<F, 1>(pr, ldp, bk, v, ldv, scales, scale_stride, d_v, ar, orow, ldo);
+    r0 += rr;
+  }
+}
+
+void f16_rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
+                      std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
+  rows_dot_x86<F16Fmt>(q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
+}
+void q8_rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                     std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                     std::size_t lds) noexcept {
+  rows_dot_x86<Q8Fmt>(q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+}
+void f16_rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
+                       std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+  rows_axpy_x86<F16Fmt>(p, ldp, nr, bk, v, ldv, nullptr, 0, d_v, alpha, o, ldo);
+}
+void q8_rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
+                      std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                      const float* alpha, float* o, std::size_t ldo) noexcept {
+  rows_axpy_x86<Q8Fmt>(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
+}
+constexpr CacheKernels vector_table{x86_name,        f16_rows<f16_row_x86>, q8_rows<q8_row_x86>, f16_rows_dot_x86,
+                                    q8_rows_dot_x86, f16_rows_axpy_x86,     q8_rows_axpy_x86};
 #define MICROATTN_CACHE_VECTOR 1
 #elif MICROATTN_CACHE_NEON
 void f16_row_neon(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
@@ -152,7 +566,131 @@ void q8_row_neon(const std::int8_t* s, float* d, std::size_t c, std::size_t cols
   }
   q8_row_scalar(s, d, c, cols, sc);
 }
-constexpr CacheKernels vector_table{"neon", f16_rows<f16_row_neon>, q8_rows<q8_row_neon>};
+// The fused products on NEON: per key, its row converted 4 columns at a time (once for up to 4 query rows, held in
+// registers), each row's dot a vector of partial sums added across at the end; P·V as rows_axpy, each converted
+// vector of a v row used by up to 4 rows. The columns short of a vector finish on the scalar loop.
+struct Q8Neon {
+  using T = std::int8_t;
+  static constexpr bool f16 = false;
+  // columns [c, c + 8) of a row, converted and scaled
+  static void load8(const T* s, float sc, float32x4_t& lo, float32x4_t& hi) noexcept {
+    const int16x8_t q = vmovl_s8(vld1_s8(s));
+    lo = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), sc);
+    hi = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(q))), sc);
+  }
+};
+struct F16Neon {
+  using T = std::uint16_t;
+  static constexpr bool f16 = true;
+  static void load8(const T* s, float, float32x4_t& lo, float32x4_t& hi) noexcept {
+    const uint16x8_t h = vld1q_u16(s);
+    lo = vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h)));
+    hi = vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(h)));
+  }
+};
+
+template <class F, std::size_t R>
+inline void dot_key_neon(const float* q, std::size_t ldq, std::size_t d, const typename F::T* kj, float sc, float* s,
+                         std::size_t lds, std::size_t j) noexcept {
+  float32x4_t acc[R];
+  for (std::size_t r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0.0f);
+  std::size_t c = 0;
+  for (; c + 8 <= d; c += 8) {
+    float32x4_t lo, hi;
+    F::load8(kj + c, sc, lo, hi);
+    for (std::size_t r = 0; r < R; ++r) {
+      acc[r] = vfmaq_f32(acc[r], vld1q_f32(q + r * ldq + c), lo);
+      acc[r] = vfmaq_f32(acc[r], vld1q_f32(q + r * ldq + c + 4), hi);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r) {
+    float t = vaddvq_f32(acc[r]);
+    for (std::size_t p = c; p < d; ++p) t = fmadd(q[r * ldq + p], stored_element(F::f16, kj, p, sc), t);
+    s[r * lds + j] = t;
+  }
+}
+
+template <class F>
+void rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const typename F::T* k,
+                   std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                   std::size_t lds) noexcept {
+  for (std::size_t j = 0; j < bk; ++j) {
+    const typename F::T* kj = k + j * ldk;
+    const float sc = row_scale(scales, j, scale_stride);
+    std::size_t r0 = 0;
+    for (; r0 + 4 <= nr; r0 += 4) dot_key_neon<F, 4>(q + r0 * ldq, ldq, d, kj, sc, s + r0 * lds, lds, j);
+    for (; r0 < nr; ++r0) dot_key_neon<F, 1>(q + r0 * ldq, ldq, d, kj, sc, s + r0 * lds, lds, j);
+  }
+}
+
+// R rows × columns [c, c + 8): o = o·alpha + Σ_j p[r][j]·v̂[j][…].
+template <class F, std::size_t R>
+void axpy_tile_neon(const float* p, std::size_t ldp, std::size_t bk, const typename F::T* v, std::size_t ldv,
+                    const float* scales, std::size_t scale_stride, const float* alpha, float* o,
+                    std::size_t ldo) noexcept {
+  float32x4_t lo_acc[R], hi_acc[R];
+  for (std::size_t r = 0; r < R; ++r) lo_acc[r] = hi_acc[r] = vdupq_n_f32(0.0f);
+  for (std::size_t j = 0; j < bk; ++j) {
+    float32x4_t lo, hi;
+    F::load8(v + j * ldv, row_scale(scales, j, scale_stride), lo, hi);
+    for (std::size_t r = 0; r < R; ++r) {
+      const float pr = p[r * ldp + j];
+      lo_acc[r] = vfmaq_n_f32(lo_acc[r], lo, pr);
+      hi_acc[r] = vfmaq_n_f32(hi_acc[r], hi, pr);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r) {
+    float* op = o + r * ldo;
+    if (alpha != nullptr) {
+      lo_acc[r] = vfmaq_n_f32(lo_acc[r], vld1q_f32(op), alpha[r]);
+      hi_acc[r] = vfmaq_n_f32(hi_acc[r], vld1q_f32(op + 4), alpha[r]);
+    }
+    vst1q_f32(op, lo_acc[r]);
+    vst1q_f32(op + 4, hi_acc[r]);
+  }
+}
+
+template <class F>
+void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
+                    std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha,
+                    float* o, std::size_t ldo) noexcept {
+  const std::size_t body = d_v / 8 * 8;
+  for (std::size_t r0 = 0; r0 < nr;) {
+    const std::size_t rr = nr - r0 >= 4 ? 4 : 1;
+    const float* pr = p + r0 * ldp;
+    const float* ar = alpha != nullptr ? alpha + r0 : nullptr;
+    float* orow = o + r0 * ldo;
+    for (std::size_t c = 0; c < body; c += 8) {
+      if (rr == 4)
+        axpy_tile_neon<F, 4>(pr, ldp, bk, v + c, ldv, scales, scale_stride, ar, orow + c, ldo);
+      else
+        axpy_tile_neon<F, 1>(pr, ldp, bk, v + c, ldv, scales, scale_stride, ar, orow + c, ldo);
+    }
+    if (body < d_v) rows_axpy_stored(F::f16, pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow, ldo);
+    r0 += rr;
+  }
+}
+
+void f16_rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
+                       std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
+  rows_dot_neon<F16Neon>(q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
+}
+void q8_rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                      std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                      std::size_t lds) noexcept {
+  rows_dot_neon<Q8Neon>(q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+}
+void f16_rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
+                        std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+  rows_axpy_neon<F16Neon>(p, ldp, nr, bk, v, ldv, nullptr, 0, d_v, alpha, o, ldo);
+}
+void q8_rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
+                       std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                       const float* alpha, float* o, std::size_t ldo) noexcept {
+  rows_axpy_neon<Q8Neon>(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
+}
+constexpr CacheKernels vector_table{"neon",           f16_rows<f16_row_neon>, q8_rows<q8_row_neon>, f16_rows_dot_neon,
+                                    q8_rows_dot_neon, f16_rows_axpy_neon,     q8_rows_axpy_neon};
 #define MICROATTN_CACHE_VECTOR 1
 #endif
 

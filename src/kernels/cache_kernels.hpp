@@ -16,6 +16,22 @@ struct CacheKernels {
   void (*f16_rows)(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols, float* dst) noexcept;
   void (*q8_rows)(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
                   std::size_t scale_stride, float* dst) noexcept;
+  // The attention's two products straight from the stored rows, each row read once for all nr query rows, on the
+  // values the converters give (k̂, v̂: the same floats), in fp32:
+  //   *_rows_dot:  s[r·lds + j] = Σ_p q[r·ldq + p]·k̂[j][p] for r < nr, j < bk, p < d (as Kernels::rows_dot);
+  //   *_rows_axpy: o[r·ldo + c] = o[r·ldo + c]·alpha[r] + Σ_j p[r·ldp + j]·v̂[j][c] for r < nr, c < d_v
+  //                (as Kernels::rows_axpy; alpha == nullptr: o's old contents are not read).
+  // q8: row j's scale is scales[j·scale_stride].
+  void (*f16_rows_dot)(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
+                       std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept;
+  void (*q8_rows_dot)(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                      std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                      std::size_t lds) noexcept;
+  void (*f16_rows_axpy)(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
+                        std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
+  void (*q8_rows_axpy)(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
+                       std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                       const float* alpha, float* o, std::size_t ldo) noexcept;
 };
 
 const CacheKernels& scalar_cache_kernels() noexcept;
