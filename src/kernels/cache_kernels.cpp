@@ -155,28 +155,52 @@ void rows_axpy_stored(bool f16, const float* p, std::size_t ldp, std::size_t nr,
   }
 }
 
-void f16_rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
-                         std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
-  rows_dot_stored(true, q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
-}
-void q8_rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
-                        std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                        std::size_t lds) noexcept {
-  rows_dot_stored(false, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
-}
-void f16_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
-                          std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_stored(true, p, ldp, nr, bk, v, ldv, nullptr, 0, 0, d_v, alpha, o, ldo);
-}
-void q8_rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
-                         std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
-                         const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_stored(false, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
+// The table's four fused entries over one instruction set's row kernels: Dot(q, ldq, nr, d, k, ldk, scales,
+// scale_stride, bk, s, lds) and Axpy(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo) for f16 and
+// q8 (an f16 cache has no scales).
+template <auto DotF16, auto DotQ8, auto AxpyF16, auto AxpyQ8>
+struct FusedEntries {
+  static void f16_dot(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
+                      std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
+    DotF16(q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
+  }
+  static void q8_dot(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                     std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                     std::size_t lds) noexcept {
+    DotQ8(q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+  }
+  static void f16_axpy(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
+                       std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+    AxpyF16(p, ldp, nr, bk, v, ldv, nullptr, 0, d_v, alpha, o, ldo);
+  }
+  static void q8_axpy(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
+                      std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                      const float* alpha, float* o, std::size_t ldo) noexcept {
+    AxpyQ8(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
+  }
+};
+// A table's entries: the converters, then the fused kernels.
+template <class Fused, auto F16Rows, auto Q8Rows>
+constexpr CacheKernels cache_table(const char* name) noexcept {
+  return {name, F16Rows, Q8Rows, Fused::f16_dot, Fused::q8_dot, Fused::f16_axpy, Fused::q8_axpy};
 }
 
-constexpr CacheKernels scalar_table{
-    "scalar",           f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>, f16_rows_dot_scalar,
-    q8_rows_dot_scalar, f16_rows_axpy_scalar,     q8_rows_axpy_scalar};
+template <bool F16, class T>
+void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const T* k, std::size_t ldk,
+                     const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                     std::size_t lds) noexcept {
+  rows_dot_stored(F16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+}
+template <bool F16, class T>
+void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const T* v, std::size_t ldv,
+                      const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha, float* o,
+                      std::size_t ldo) noexcept {
+  rows_axpy_stored(F16, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
+}
+using ScalarFused = FusedEntries<rows_dot_scalar<true, std::uint16_t>, rows_dot_scalar<false, std::int8_t>,
+                                 rows_axpy_scalar<true, std::uint16_t>, rows_axpy_scalar<false, std::int8_t>>;
+constexpr CacheKernels scalar_table =
+    cache_table<ScalarFused, f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>>("scalar");
 
 #if MICROATTN_CACHE_X86
 #if defined(__AVX512F__)
@@ -212,81 +236,80 @@ void q8_row_x86(const std::int8_t* s, float* d, std::size_t c, std::size_t cols,
 // horizontal sums): a 32-bit gather takes the same 4 bytes (4 int8 or 2 binary16 columns) from L keys at once,
 // each column is converted (and scaled: the converters' k̂, exactly) once and used by all R rows' FMAs, q[r][p]
 // broadcast. P·V: rows of v along the lanes as rows_axpy, each converted vector used by R rows.
+// The build's width, AVX-512's 16 lanes or AVX2's 8: most operations differ only in the intrinsics' prefix and are
+// written once; the few that differ otherwise are under the #if.
 #if defined(__AVX512F__)
+#define MICROATTN_CACHE_OP(name) _mm512_##name
+using CacheVf = __m512;
+using CacheVi = __m512i;
+using CacheHalf = __m256i;  // a vector's binary16 values
+#else
+#define MICROATTN_CACHE_OP(name) _mm256_##name
+using CacheVf = __m256;
+using CacheVi = __m256i;
+using CacheHalf = __m128i;
+#endif
 struct VecX86 {
-  using vf = __m512;
-  using vi = __m512i;
-  static constexpr std::size_t lanes = 16;
-  static vf zero() noexcept { return _mm512_setzero_ps(); }
-  static vf set1(float x) noexcept { return _mm512_set1_ps(x); }
-  static vf fma(vf a, vf b, vf c) noexcept { return _mm512_fmadd_ps(a, b, c); }
-  static vf mul(vf a, vf b) noexcept { return _mm512_mul_ps(a, b); }
-  static vf loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }
-  static void storef(float* p, vf x) noexcept { _mm512_storeu_ps(p, x); }
+  using vf = CacheVf;
+  using vi = CacheVi;
+  static constexpr std::size_t lanes = sizeof(vf) / sizeof(float);
+  static vf zero() noexcept { return MICROATTN_CACHE_OP(setzero_ps)(); }
+  static vf set1(float x) noexcept { return MICROATTN_CACHE_OP(set1_ps)(x); }
+  static vf fma(vf a, vf b, vf c) noexcept { return MICROATTN_CACHE_OP(fmadd_ps)(a, b, c); }
+  static vf mul(vf a, vf b) noexcept { return MICROATTN_CACHE_OP(mul_ps)(a, b); }
+  static vf loadf(const float* p) noexcept { return MICROATTN_CACHE_OP(loadu_ps)(p); }
+  static void storef(float* p, vf x) noexcept { MICROATTN_CACHE_OP(storeu_ps)(p, x); }
   static vi lane_offsets(std::int32_t step) noexcept {
-    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                              _mm512_set1_epi32(step));
+    static constexpr std::int32_t iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    vi v;
+    std::memcpy(&v, iota, sizeof v);
+    return muli(v, step);
   }
-  static vi clamp(vi x, std::int32_t top) noexcept { return _mm512_min_epi32(x, _mm512_set1_epi32(top)); }
-  static vi addi(vi x, std::int32_t c) noexcept { return _mm512_add_epi32(x, _mm512_set1_epi32(c)); }
-  static vi muli(vi x, std::int32_t c) noexcept { return _mm512_mullo_epi32(x, _mm512_set1_epi32(c)); }
-  static vi gather(const void* base, vi off) noexcept { return _mm512_i32gather_epi32(off, base, 1); }
-  static vf gatherf(const float* base, vi off) noexcept { return _mm512_i32gather_ps(off, base, 1); }
+  static vi clamp(vi x, std::int32_t top) noexcept {
+    return MICROATTN_CACHE_OP(min_epi32)(x, MICROATTN_CACHE_OP(set1_epi32)(top));
+  }
+  static vi addi(vi x, std::int32_t c) noexcept {
+    return MICROATTN_CACHE_OP(add_epi32)(x, MICROATTN_CACHE_OP(set1_epi32)(c));
+  }
+  static vi muli(vi x, std::int32_t c) noexcept {
+    return MICROATTN_CACHE_OP(mullo_epi32)(x, MICROATTN_CACHE_OP(set1_epi32)(c));
+  }
   // int8 element b of each 32-bit lane, as float
   template <int B>
   static vf q8_lane(vi x) noexcept {
-    return _mm512_cvtepi32_ps(_mm512_srai_epi32(B == 3 ? x : _mm512_slli_epi32(x, 24 - 8 * B), 24));
+    return MICROATTN_CACHE_OP(cvtepi32_ps)(
+        MICROATTN_CACHE_OP(srai_epi32)(B == 3 ? x : MICROATTN_CACHE_OP(slli_epi32)(x, 24 - 8 * B), 24));
   }
+  static vf q8_load(const std::int8_t* p) noexcept {
+    __m128i b = _mm_setzero_si128();
+    std::memcpy(&b, p, lanes);  // a vector's bytes: one 16- or 8-byte load
+    return MICROATTN_CACHE_OP(cvtepi32_ps)(MICROATTN_CACHE_OP(cvtepi8_epi32)(b));
+  }
+  static vf f16_load(const std::uint16_t* p) noexcept {
+    CacheHalf h;
+    std::memcpy(&h, p, sizeof h);
+    return MICROATTN_CACHE_OP(cvtph_ps)(h);
+  }
+#if defined(__AVX512F__)
+  static vi gather(const void* base, vi off) noexcept { return _mm512_i32gather_epi32(off, base, 1); }
+  static vf gatherf(const float* base, vi off) noexcept { return _mm512_i32gather_ps(off, base, 1); }
   // binary16 element b of each 32-bit lane, as float
   template <int B>
   static vf f16_lane(vi x) noexcept {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(B == 0 ? x : _mm512_srli_epi32(x, 16)));
   }
-  static vf q8_load(const std::int8_t* p) noexcept {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  }
-  static vf f16_load(const std::uint16_t* p) noexcept {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-};
 #else
-struct VecX86 {
-  using vf = __m256;
-  using vi = __m256i;
-  static constexpr std::size_t lanes = 8;
-  static vf zero() noexcept { return _mm256_setzero_ps(); }
-  static vf set1(float x) noexcept { return _mm256_set1_ps(x); }
-  static vf fma(vf a, vf b, vf c) noexcept { return _mm256_fmadd_ps(a, b, c); }
-  static vf mul(vf a, vf b) noexcept { return _mm256_mul_ps(a, b); }
-  static vf loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
-  static void storef(float* p, vf x) noexcept { _mm256_storeu_ps(p, x); }
-  static vi lane_offsets(std::int32_t step) noexcept {
-    return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(step));
-  }
-  static vi clamp(vi x, std::int32_t top) noexcept { return _mm256_min_epi32(x, _mm256_set1_epi32(top)); }
-  static vi addi(vi x, std::int32_t c) noexcept { return _mm256_add_epi32(x, _mm256_set1_epi32(c)); }
-  static vi muli(vi x, std::int32_t c) noexcept { return _mm256_mullo_epi32(x, _mm256_set1_epi32(c)); }
   static vi gather(const void* base, vi off) noexcept {
     return _mm256_i32gather_epi32(static_cast<const int*>(base), off, 1);
   }
   static vf gatherf(const float* base, vi off) noexcept { return _mm256_i32gather_ps(base, off, 1); }
   template <int B>
-  static vf q8_lane(vi x) noexcept {
-    return _mm256_cvtepi32_ps(_mm256_srai_epi32(B == 3 ? x : _mm256_slli_epi32(x, 24 - 8 * B), 24));
-  }
-  template <int B>
   static vf f16_lane(vi x) noexcept {
     const __m256i h = B == 0 ? _mm256_and_si256(x, _mm256_set1_epi32(0xffff)) : _mm256_srli_epi32(x, 16);
     return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
   }
-  static vf q8_load(const std::int8_t* p) noexcept {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-  }
-  static vf f16_load(const std::uint16_t* p) noexcept {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-};
 #endif
+};
 using V = VecX86;
 constexpr std::size_t L = V::lanes;
 
@@ -532,26 +555,8 @@ void rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t 
   }
 }
 
-void f16_rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
-                      std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
-  rows_dot_x86<F16Fmt>(q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
-}
-void q8_rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
-                     std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                     std::size_t lds) noexcept {
-  rows_dot_x86<Q8Fmt>(q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
-}
-void f16_rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
-                       std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_x86<F16Fmt>(p, ldp, nr, bk, v, ldv, nullptr, 0, d_v, alpha, o, ldo);
-}
-void q8_rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
-                      std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
-                      const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_x86<Q8Fmt>(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
-}
-constexpr CacheKernels vector_table{x86_name,        f16_rows<f16_row_x86>, q8_rows<q8_row_x86>, f16_rows_dot_x86,
-                                    q8_rows_dot_x86, f16_rows_axpy_x86,     q8_rows_axpy_x86};
+using X86Fused = FusedEntries<rows_dot_x86<F16Fmt>, rows_dot_x86<Q8Fmt>, rows_axpy_x86<F16Fmt>, rows_axpy_x86<Q8Fmt>>;
+constexpr CacheKernels vector_table = cache_table<X86Fused, f16_rows<f16_row_x86>, q8_rows<q8_row_x86>>(x86_name);
 #define MICROATTN_CACHE_VECTOR 1
 #elif MICROATTN_CACHE_NEON
 void f16_row_neon(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
@@ -671,26 +676,9 @@ void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t
   }
 }
 
-void f16_rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::uint16_t* k,
-                       std::size_t ldk, std::size_t bk, float* s, std::size_t lds) noexcept {
-  rows_dot_neon<F16Neon>(q, ldq, nr, d, k, ldk, nullptr, 0, bk, s, lds);
-}
-void q8_rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
-                      std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                      std::size_t lds) noexcept {
-  rows_dot_neon<Q8Neon>(q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
-}
-void f16_rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::uint16_t* v,
-                        std::size_t ldv, std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_neon<F16Neon>(p, ldp, nr, bk, v, ldv, nullptr, 0, d_v, alpha, o, ldo);
-}
-void q8_rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
-                       std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
-                       const float* alpha, float* o, std::size_t ldo) noexcept {
-  rows_axpy_neon<Q8Neon>(p, ldp, nr, bk, v, ldv, scales, scale_stride, d_v, alpha, o, ldo);
-}
-constexpr CacheKernels vector_table{"neon",           f16_rows<f16_row_neon>, q8_rows<q8_row_neon>, f16_rows_dot_neon,
-                                    q8_rows_dot_neon, f16_rows_axpy_neon,     q8_rows_axpy_neon};
+using NeonFused =
+    FusedEntries<rows_dot_neon<F16Neon>, rows_dot_neon<Q8Neon>, rows_axpy_neon<F16Neon>, rows_axpy_neon<Q8Neon>>;
+constexpr CacheKernels vector_table = cache_table<NeonFused, f16_rows<f16_row_neon>, q8_rows<q8_row_neon>>("neon");
 #define MICROATTN_CACHE_VECTOR 1
 #endif
 

@@ -429,7 +429,7 @@ __attribute__((optimize("Os"))) void q8_chunk_armv7em(const std::int8_t* w, std:
     // 16 columns a step (LDM wants the words aligned; stored pairwise so that STM takes them in order)
     const std::int8_t* in = ch.q;
     std::uint32_t* out = xx;
-    const std::int8_t* const end = in + ch.len;
+    std::size_t steps = ch.len / 16;
     asm volatile(
         "1:\n\t"
         "ldmia %[in]!, {r4, r6, r8, r10}\n\t"
@@ -442,10 +442,10 @@ __attribute__((optimize("Os"))) void q8_chunk_armv7em(const std::int8_t* w, std:
         "sxtb16 r11, r10, ror #8\n\t"
         "sxtb16 r10, r10\n\t"
         "stmia %[out]!, {r4, r5, r6, r7, r8, r9, r10, r11}\n\t"
-        "cmp %[in], %[e]\n\t"
+        "subs %[n], %[n], #1\n\t"
         "bne 1b"
-        : [in] "+r"(in), [out] "+r"(out)
-        : [e] "r"(end)
+        : [in] "+r"(in), [out] "+r"(out), [n] "+r"(steps)
+        :
         : "cc", "memory", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11");
   } else {
     std::uint32_t* out = xx;

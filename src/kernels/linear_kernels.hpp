@@ -173,6 +173,18 @@ inline __attribute__((always_inline)) Q8TileSource<NR> q8_tile_source(const std:
   return t;
 }
 
+// What an f16 tile driver reads for the x rows from i0: the binary16 weights, x and y at row i0, and bias_at(j), the
+// bias from weight row j on (nullptr: none).
+struct F16Rows {
+  const std::uint16_t* w;
+  const float* x;
+  float* y;
+  const float* bias;
+  F16Rows(const LinearArgs& a, std::size_t i0) noexcept
+      : w(static_cast<const std::uint16_t*>(a.w)), x(a.x + i0 * a.ldx), y(a.y + i0 * a.ldy), bias(a.bias) {}
+  const float* bias_at(std::size_t j) const noexcept { return bias != nullptr ? bias + j : nullptr; }
+};
+
 // The f16 kernels' tiles: each row of x against four weight rows at a time, then the rest one by one, as
 // tile(std::integral_constant<int, R>, x's row, y's row, r) for weight rows [r, r + R).
 template <typename Tile>

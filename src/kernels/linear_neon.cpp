@@ -12,6 +12,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/kernels.hpp"
 
@@ -61,17 +62,30 @@ inline std::uint32_t lane_max(uint32x4_t v) noexcept {
 }
 #endif
 
-// The lane sums of four accumulators as one vector (lane j: the sum of a_j): pairwise adds, no round trip through
-// scalars.
-inline float32x4_t sum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) noexcept {
+// The lane sums of four accumulators, float or int32 (exact), as one vector (lane j: the sum of a_j): pairwise adds,
+// no round trip through scalars.
+template <class V>
+inline V sum4(V a0, V a1, V a2, V a3) noexcept {
+  constexpr bool is_float = std::is_same<V, float32x4_t>::value;
 #if defined(__aarch64__)
-  return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
+  if constexpr (is_float) {
+    return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
+  } else {
+    return vpaddq_s32(vpaddq_s32(a0, a1), vpaddq_s32(a2, a3));
+  }
 #else
-  const float32x2_t s0 = vadd_f32(vget_low_f32(a0), vget_high_f32(a0)),
-                    s1 = vadd_f32(vget_low_f32(a1), vget_high_f32(a1));
-  const float32x2_t s2 = vadd_f32(vget_low_f32(a2), vget_high_f32(a2)),
-                    s3 = vadd_f32(vget_low_f32(a3), vget_high_f32(a3));
-  return vcombine_f32(vpadd_f32(s0, s1), vpadd_f32(s2, s3));
+  if constexpr (is_float) {
+    const float32x2_t s0 = vadd_f32(vget_low_f32(a0), vget_high_f32(a0)),
+                      s1 = vadd_f32(vget_low_f32(a1), vget_high_f32(a1));
+    const float32x2_t s2 = vadd_f32(vget_low_f32(a2), vget_high_f32(a2)),
+                      s3 = vadd_f32(vget_low_f32(a3), vget_high_f32(a3));
+    return vcombine_f32(vpadd_f32(s0, s1), vpadd_f32(s2, s3));
+  } else {
+    const int32x2_t s01 =
+        vpadd_s32(vadd_s32(vget_low_s32(a0), vget_high_s32(a0)), vadd_s32(vget_low_s32(a1), vget_high_s32(a1)));
+    return vcombine_s32(
+        s01, vpadd_s32(vadd_s32(vget_low_s32(a2), vget_high_s32(a2)), vadd_s32(vget_low_s32(a3), vget_high_s32(a3))));
+  }
 #endif
 }
 
@@ -168,16 +182,13 @@ void f16_1x4(const float* x, const std::uint16_t* w, std::size_t k, const float*
 
 template <int MR, int NR>
 void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
-  const auto* w = static_cast<const std::uint16_t*>(a.w);
-  const float* x = a.x + i0 * a.ldx;
-  float* y = a.y + i0 * a.ldy;
-  const auto bias = [&](std::size_t j) { return a.bias != nullptr ? a.bias + j : nullptr; };
+  const F16Rows t(a, i0);
   std::size_t r = 0;
   if constexpr (MR == 1 && NR == 4) {
-    for (; r + 4 <= a.n; r += 4) f16_1x4(x, w + r * a.k, a.k, bias(r), y + r);
+    for (; r + 4 <= a.n; r += 4) f16_1x4(t.x, t.w + r * a.k, a.k, t.bias_at(r), t.y + r);
   }
-  for (; r + NR <= a.n; r += NR) f16_tile<MR, NR>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
-  for (; r < a.n; ++r) f16_tile<MR, 1>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
+  for (; r + NR <= a.n; r += NR) f16_tile<MR, NR>(t.x, a.ldx, t.w + r * a.k, a.k, t.bias_at(r), t.y + r, a.ldy);
+  for (; r < a.n; ++r) f16_tile<MR, 1>(t.x, a.ldx, t.w + r * a.k, a.k, t.bias_at(r), t.y + r, a.ldy);
 }
 
 void f16_neon(const LinearArgs& a) noexcept {
@@ -292,19 +303,6 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
   }
 }
 
-// The lane sums of four int32 accumulators as one vector (lane j: the exact sum of a_j).
-inline int32x4_t isum4(int32x4_t a0, int32x4_t a1, int32x4_t a2, int32x4_t a3) noexcept {
-#if defined(__aarch64__)
-  return vpaddq_s32(vpaddq_s32(a0, a1), vpaddq_s32(a2, a3));
-#else
-  const int32x2_t s0 = vadd_s32(vget_low_s32(a0), vget_high_s32(a0)),
-                  s1 = vadd_s32(vget_low_s32(a1), vget_high_s32(a1));
-  const int32x2_t s2 = vadd_s32(vget_low_s32(a2), vget_high_s32(a2)),
-                  s3 = vadd_s32(vget_low_s32(a3), vget_high_s32(a3));
-  return vcombine_s32(vpadd_s32(s0, s1), vpadd_s32(s2, s3));
-#endif
-}
-
 // How q8_1x4 walks x and its four weight rows: AArch64 as base + one column offset c (GCC kept five stepping
 // pointers in vector registers), ARMv7 by stepping each pointer (its vld1 has no offset form).
 #if defined(__aarch64__)
@@ -364,7 +362,7 @@ __attribute__((noinline)) void q8_1x4(const std::int8_t* w, std::size_t ldw, con
       sw = vsetq_lane_f32(sw1[s], sw, 1);
       sw = vsetq_lane_f32(sw2[s], sw, 2);
       sw = vsetq_lane_f32(sw3[s], sw, 3);
-      f = vmlaq_n_f32(f, vmulq_f32(vcvtq_f32_s32(isum4(a0, a1, a2, a3)), sw), ch.sx[s]);
+      f = vmlaq_n_f32(f, vmulq_f32(vcvtq_f32_s32(sum4(a0, a1, a2, a3)), sw), ch.sx[s]);
     }
     float* const y = ch.y + r;
     if (ch.first) {

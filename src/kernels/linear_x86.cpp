@@ -182,12 +182,10 @@ void f16_tile(const float* x, std::size_t ldx, const std::uint16_t* w, std::size
 // One tile of MR x rows over all weight rows: NR at a time, the rest one by one.
 template <int MR, int NR>
 void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
-  const auto* w = static_cast<const std::uint16_t*>(a.w);
-  const float* x = a.x + i0 * a.ldx;
-  float* y = a.y + i0 * a.ldy;
-  const auto bias = [&](std::size_t j) { return a.bias != nullptr ? a.bias + j : nullptr; };
+  const F16Rows t(a, i0);
   tile_rows<NR>(a.n, [&](std::size_t r, auto nr, auto prefetch) {
-    f16_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(x, a.ldx, w + r * a.k, a.k, bias(r), y + r, a.ldy);
+    f16_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(t.x, a.ldx, t.w + r * a.k, a.k, t.bias_at(r), t.y + r,
+                                                                 a.ldy);
   });
 }
 
