@@ -18,22 +18,34 @@ cd "$(dirname "$0")/.."
 out=build-peers
 mkdir -p "$out"
 
-if [ "${1:-}" = bench-cpu ]; then
+if [ "${1:-}" = bench ] || [ "${1:-}" = bench-cpu ]; then
+  mode=$1
   build=${2:?build directory}
   runs=${3:-11}
   steps=${4:-256}
   dir=$build/examples/llama
   ours=$dir/llama_run
   [ -x "$out/run" ] && [ -x "$out/runq" ] || { echo "llama_peers.sh: build the peers first" >&2; exit 2; }
-  command -v perf >/dev/null || { echo "llama_peers.sh: bench-cpu needs perf" >&2; exit 2; }
-  msec() { perf stat -x, -e task-clock -r 5 taskset -c 1 "$@" 2>&1 >/dev/null | sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p'; }
-  per_token() {
-    a=$(msec "$@" -t 0 -n "$steps")
-    b=$(msec "$@" -t 0 -n 1)
-    awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a - b }'
-  }
+  if [ "$mode" = bench-cpu ]; then
+    command -v perf >/dev/null || { echo "llama_peers.sh: bench-cpu needs perf" >&2; exit 2; }
+    msec() { perf stat -x, -e task-clock -r 5 taskset -c 1 "$@" 2>&1 >/dev/null | sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p'; }
+    # CPU milliseconds of the tokens after the first (figure), smaller is faster
+    figure() {
+      a=$(msec "$@" -t 0 -n "$steps")
+      b=$(msec "$@" -t 0 -n 1)
+      awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a - b }'
+    }
+    unit=ms
+    what="alternating rounds of perf stat -r 5"
+  else
+    # Each program's own "achieved tok/s" (run.c's clock counts milliseconds: a 256-token run of this shape takes
+    # about 10 ms, so single runs are coarse; the medians over the alternating runs are compared); larger is faster.
+    figure() { taskset -c 1 "$@" -t 0 -n "$steps" 2>&1 >/dev/null | sed -n 's/^achieved tok\/s: *//p'; }
+    unit=tok/s
+    what="alternating runs each"
+  fi
   median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-  echo "llama_peers.sh bench-cpu: -t 0 -n $steps, $runs alternating rounds of perf stat -r 5, taskset -c 1, $(date -u +%Y-%m-%d)"
+  echo "llama_peers.sh $mode: -t 0 -n $steps, $runs $what, taskset -c 1, $(date -u +%Y-%m-%d)"
   for model in ${LLAMA_BENCH_MODELS:-s260k s260k-g4}; do
     for version in v0 v2; do
       peer=$out/run
@@ -45,50 +57,19 @@ if [ "${1:-}" = bench-cpu ]; then
       b_all=""
       i=0
       while [ $i -lt "$runs" ]; do
-        a_all="$a_all $(per_token "$ours" "$ckpt" -z "$tok")"
-        b_all="$b_all $(per_token "$peer" "$ckpt" -z "$tok")"
+        a_all="$a_all $(figure "$ours" "$ckpt" -z "$tok")"
+        b_all="$b_all $(figure "$peer" "$ckpt" -z "$tok")"
         i=$((i + 1))
       done
       a=$(echo "$a_all" | median)
       b=$(echo "$b_all" | median)
-      echo "$model-$version: llama_run median $a ms, $(basename "$peer") median $b ms, speed ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
-      echo "  llama_run:$a_all"
-      echo "  $(basename "$peer"):$b_all"
-    done
-  done
-  exit 0
-fi
-
-if [ "${1:-}" = bench ]; then
-  build=${2:?build directory}
-  runs=${3:-11}
-  steps=${4:-256}
-  dir=$build/examples/llama
-  ours=$dir/llama_run
-  [ -x "$out/run" ] && [ -x "$out/runq" ] || { echo "llama_peers.sh: build the peers first" >&2; exit 2; }
-  # Each program's own "achieved tok/s" (run.c's clock counts milliseconds: a 256-token run of this shape takes
-  # about 10 ms, so single runs are coarse; the medians over the alternating runs are compared).
-  tps() { taskset -c 1 "$@" -t 0 -n "$steps" 2>&1 >/dev/null | sed -n 's/^achieved tok\/s: *//p'; }
-  median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-  echo "llama_peers.sh bench: -t 0 -n $steps, $runs alternating runs each, taskset -c 1, $(date -u +%Y-%m-%d)"
-  for model in ${LLAMA_BENCH_MODELS:-s260k s260k-g4}; do
-    for version in v0 v2; do
-      peer=$out/run
-      [ $version = v2 ] && peer=$out/runq
-      ckpt=$dir/$model-$version.bin
-      tok=$dir/$model-tok.bin
-      [ -f "$ckpt" ] || continue
-      a_all=""
-      b_all=""
-      i=0
-      while [ $i -lt "$runs" ]; do
-        a_all="$a_all $(tps "$ours" "$ckpt" -z "$tok")"
-        b_all="$b_all $(tps "$peer" "$ckpt" -z "$tok")"
-        i=$((i + 1))
-      done
-      a=$(echo "$a_all" | median)
-      b=$(echo "$b_all" | median)
-      echo "$model-$version: llama_run median $a tok/s, $(basename "$peer") median $b tok/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')"
+      if [ "$mode" = bench-cpu ]; then
+        ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')
+        echo "$model-$version: llama_run median $a $unit, $(basename "$peer") median $b $unit, speed ratio $ratio"
+      else
+        ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
+        echo "$model-$version: llama_run median $a $unit, $(basename "$peer") median $b $unit, ratio $ratio"
+      fi
       echo "  llama_run:$a_all"
       echo "  $(basename "$peer"):$b_all"
     done

@@ -305,6 +305,15 @@ INSTANTIATE_TEST_SUITE_P(EveryArch, CacheKernel, ::testing::ValuesIn(all_pairs()
 // canaries in every row's padding and past the end, alpha and none, non-finite stored values and queries.
 constexpr float canary = -12345.0f;
 
+// A double sum of products and the sum of their magnitudes (the fp32 bound's).
+struct DotRef {
+  double sum = 0.0, mag = 0.0;
+  void add(double a, double b) {
+    sum += a * b;
+    mag += std::fabs(a * b);
+  }
+};
+
 // |got − want| <= bound: NaN where the double product is NaN, the same inf where it is inf.
 ::testing::AssertionResult near_ref(float got, double want, double bound) {
   if (std::isnan(want)) {
@@ -358,14 +367,10 @@ void check_fused(const md::CacheKernels& ck, const FusedCase& t, std::uint32_t s
   constexpr double u32 = 0x1p-24;
   for (std::size_t r = 0; r < nr; ++r) {
     for (std::size_t j = 0; j < bk; ++j) {
-      double want = 0.0, mag = 0.0;
-      for (std::size_t p = 0; p < d; ++p) {
-        const double a = q[r * ldq + p], b = val[j * kv_dim + p];
-        want += a * b;
-        mag += std::fabs(a * b);
-      }
-      const double bound = (static_cast<double>(d) + 2.0) * u32 * mag;
-      ASSERT_TRUE(near_ref(s[r * lds + j], want, bound)) << "score row " << r << " key " << j;
+      DotRef ref;
+      for (std::size_t p = 0; p < d; ++p) ref.add(q[r * ldq + p], val[j * kv_dim + p]);
+      const double bound = (static_cast<double>(d) + 2.0) * u32 * ref.mag;
+      ASSERT_TRUE(near_ref(s[r * lds + j], ref.sum, bound)) << "score row " << r << " key " << j;
       ASSERT_TRUE(near_ref(s[r * lds + j], s_scalar[r * lds + j], 2.0 * bound)) << "vs scalar, row " << r;
     }
     for (std::size_t j = bk; j < lds && r * lds + j < s.size(); ++j)
@@ -398,15 +403,11 @@ void check_fused(const md::CacheKernels& ck, const FusedCase& t, std::uint32_t s
   axpy(md::scalar_cache_kernels(), o_scalar.data());
   for (std::size_t r = 0; r < nr; ++r) {
     for (std::size_t c = 0; c < d; ++c) {
-      double want = with_alpha ? static_cast<double>(o0[r * ldo + c]) * alpha[r] : 0.0;
-      double mag = std::fabs(want);
-      for (std::size_t j = 0; j < bk; ++j) {
-        const double a = p[r * ldp + j], b = val[j * kv_dim + c];
-        want += a * b;
-        mag += std::fabs(a * b);
-      }
-      const double bound = (static_cast<double>(bk) + 3.0) * u32 * mag;
-      ASSERT_TRUE(near_ref(o[r * ldo + c], want, bound)) << "output row " << r << " col " << c;
+      DotRef ref;
+      if (with_alpha) ref.add(o0[r * ldo + c], alpha[r]);
+      for (std::size_t j = 0; j < bk; ++j) ref.add(p[r * ldp + j], val[j * kv_dim + c]);
+      const double bound = (static_cast<double>(bk) + 3.0) * u32 * ref.mag;
+      ASSERT_TRUE(near_ref(o[r * ldo + c], ref.sum, bound)) << "output row " << r << " col " << c;
       ASSERT_TRUE(near_ref(o[r * ldo + c], o_scalar[r * ldo + c], 2.0 * bound)) << "vs scalar, row " << r;
     }
     for (std::size_t c = d; c < ldo; ++c) ASSERT_EQ(o[r * ldo + c], canary) << "output padding row " << r;
