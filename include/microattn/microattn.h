@@ -380,6 +380,147 @@ microattn_status microattn_rms_norm_rows(microattn_cview x, const float* weight,
  * NULL_POINTER, MISALIGNED, INVALID_SHAPE; nothing written. */
 microattn_status microattn_activate_rows(microattn_view x, microattn_activation a);
 
+/* ---- transformer blocks: encoder and decoder layers (C++: TransformerEncoderLayer, DecoderLayer) ---------- */
+
+/* nn.TransformerEncoderLayer's state_dict (C++: microattn::EncoderLayerWeights), all borrowed, biases and norm
+ * vectors fp32 (NULL: no bias; a norm weight NULL is 1, a norm bias NULL is 0):
+ *   self_attn  the self-attention (as microattn_layer_init_matrices, kv_heads = heads)
+ *   linear1    feed_forward × model_dim, linear1_bias feed_forward floats
+ *   linear2    model_dim × feed_forward, linear2_bias model_dim floats
+ *   norm1_*, norm2_*  model_dim floats each */
+typedef struct {
+  microattn_layer_weight_matrices self_attn;
+  microattn_weight_matrix linear1;
+  const float* linear1_bias;
+  microattn_weight_matrix linear2;
+  const float* linear2_bias;
+  const float* norm1_weight;
+  const float* norm1_bias;
+  const float* norm2_weight;
+  const float* norm2_bias;
+} microattn_encoder_layer_weights;
+/* C++: microattn::EncoderLayerConfig. A NULL config is the C++ defaults: norm_first 0, RELU, layer_norm_eps 1e-5
+ * (a zeroed struct means eps 0, which is allowed, as in PyTorch). norm_first non-zero: pre-norm. */
+typedef struct {
+  int norm_first;
+  microattn_activation activation;
+  float layer_norm_eps;
+} microattn_encoder_layer_config;
+
+/* The llama decoder layer's weights (C++: microattn::DecoderLayerWeights), borrowed, no biases:
+ *   wq model_dim × model_dim, wk, wv (kv_heads·head_dim) × model_dim, wo model_dim × model_dim (data NULL:
+ *   none, y's attention part is the concatenated heads),
+ *   w1, w3 hidden × model_dim (gate, up), w2 model_dim × hidden (down),
+ *   attention_norm, ffn_norm  model_dim floats each (NULL: 1). */
+typedef struct {
+  microattn_weight_matrix wq, wk, wv, wo, w1, w2, w3;
+  const float* attention_norm;
+  const float* ffn_norm;
+} microattn_decoder_layer_weights;
+/* C++: microattn::DecoderLayerConfig. A NULL config is the C++ defaults: no rope, no window, rms_norm_eps 1e-5. */
+typedef struct {
+  microattn_layer_config attention;
+  float rms_norm_eps;
+} microattn_decoder_layer_config;
+
+/* The blocks over caller memory. Fill them with their init function only; the fields are readable, writing them
+ * is undefined. cache: the K/V cache block (for the decoder laid out as microattn_layer's for its cache_format),
+ * cache_floats its size in floats (rounded up); scratch: the per-call scratch, which blocks and layers that never
+ * run concurrently may share (one call at a time). */
+typedef struct {
+  size_t max_seq, model_dim, heads, feed_forward, head_dim;
+  microattn_encoder_layer_weights weights;
+  microattn_encoder_layer_config config;
+  float* cache;
+  size_t cache_floats;
+  float* scratch;
+  size_t scratch_floats;
+} microattn_encoder_layer;
+typedef struct {
+  size_t max_seq, model_dim, heads, kv_heads, hidden, head_dim;
+  microattn_decoder_layer_weights weights;
+  microattn_decoder_layer_config config;
+  microattn_format cache_format;
+  float* cache;
+  size_t cache_floats;
+  float* scratch;
+  size_t scratch_floats;
+  size_t cached;
+  size_t position;
+} microattn_decoder_layer;
+
+/* Floats of a block's per-call scratch (C++: encoder_layer_scratch_floats, decoder_layer_scratch_floats):
+ *   encoder  LAYER_SCRATCH_FLOATS(model_dim, heads) + max_seq·model_dim + BLOCK_Q·feed_forward
+ *   decoder  microattn_layer_cache_scratch_floats(model_dim, heads, cache) + max_seq·model_dim + 2·BLOCK_Q·hidden
+ * The cache: microattn_layer_cache_floats(max_seq, model_dim, heads, heads) floats for the encoder,
+ * microattn_layer_cache_bytes(max_seq, model_dim, heads, kv_heads, cache) bytes for the decoder. The functions
+ * return 0 for sizes the C++ templates reject at compile time (a zero size, model_dim % heads, heads % kv_heads, a
+ * head dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM, buffers that overflow; one rule with them), for a block
+ * past PTRDIFF_MAX bytes, or for a cache format outside the enum. The macros (F32 cache) do not check: they are for
+ * static arrays. */
+#define MICROATTN_ENCODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, feed_forward)          \
+  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) + (size_t)(max_seq) * (size_t)(model_dim) + \
+   (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(feed_forward))
+#define MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, hidden)                \
+  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) + (size_t)(max_seq) * (size_t)(model_dim) + \
+   2u * (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(hidden))
+size_t microattn_encoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t feed_forward);
+size_t microattn_decoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t hidden,
+                                              microattn_format cache);
+
+/* Sets *layer up (C++: TransformerEncoderLayerSharedScratch<max_seq, model_dim, heads, feed_forward>) over a cache
+ * of cache_floats floats and a scratch of scratch_floats floats (contents irrelevant). config NULL: the defaults.
+ * Init writes only *layer, and only on success; it checks once what the C++ layer checks of its weights and
+ * configuration on every call, with these statuses, in this order:
+ *   NULL_POINTER   layer, weights, cache or scratch; self_attn's q, k or v data, linear1 or linear2 data; a Q8
+ *                  matrix's scales; self_attn.out_bias without out.data
+ *   INVALID_SHAPE  the sizes (as microattn_encoder_layer_scratch_floats returning 0); a matrix format outside the
+ *                  enum or a matrix whose rows × cols differ from the above; Q8 group 0 or not dividing rows·cols;
+ *                  layer_norm_eps negative, NaN or infinite; an activation outside the enum
+ *   WORKSPACE_TOO_SMALL  cache_floats or scratch_floats below the sizes above
+ *   MISALIGNED     cache or scratch not aligned to float; F32 data, Q8 scales, a bias or norm vector not 4-byte
+ *                  aligned; F16 data not 2-byte aligned
+ *   ALIASING       the cache or the scratch sharing a byte with any weight, scales, bias or norm vector, or with
+ *                  each other */
+microattn_status microattn_encoder_layer_init(microattn_encoder_layer* layer, size_t max_seq, size_t model_dim,
+                                              size_t heads, size_t feed_forward,
+                                              const microattn_encoder_layer_weights* weights,
+                                              const microattn_encoder_layer_config* config, float* cache,
+                                              size_t cache_floats, float* scratch, size_t scratch_floats);
+/* The decoder (C++: DecoderLayerSharedScratch<max_seq, model_dim, heads, kv_heads, hidden, cache_format>), over a
+ * K/V cache of cache_bytes bytes (float alignment) in cache_format (F16 / Q8 round K and V when stored) and a
+ * scratch of scratch_floats floats. The cache starts empty. Errors as microattn_encoder_layer_init (wo.data NULL is
+ * no out projection, as self_attn.out; rms_norm_eps as layer_norm_eps), plus INVALID_SHAPE for a configuration
+ * microattn_layer_init_config rejects or a cache_format outside the enum, and WORKSPACE_TOO_SMALL for cache_bytes
+ * below microattn_layer_cache_bytes(..., cache_format). */
+microattn_status microattn_decoder_layer_init(microattn_decoder_layer* layer, size_t max_seq, size_t model_dim,
+                                              size_t heads, size_t kv_heads, size_t hidden,
+                                              const microattn_decoder_layer_weights* weights,
+                                              const microattn_decoder_layer_config* config,
+                                              microattn_format cache_format, void* cache, size_t cache_bytes,
+                                              float* scratch, size_t scratch_floats);
+
+/* The block calls have the semantics of the C++ methods of the same name (blocks.hpp) and run the same code
+ * (bit-identical results). x: rows <= max_seq, cols model_dim; y: x's shape, may be exactly x (in place). options
+ * NULL: the defaults (the encoder's go to its self-attention, as src_mask / is_causal). Errors, nothing written
+ * (not y, not the cache, not cached or position): NULL_POINTER for a NULL or never-initialised block, x.data or
+ * y.data; MISALIGNED; INVALID_SHAPE (shapes, more rows than fit, a bad mask); ALIASING for y overlapping x (other
+ * than exactly), a weight, or the mask, and for x, y or the mask sharing memory with the block's cache or scratch.
+ *
+ * Encoder forward: the layer over x (its cache is refilled on every call). */
+microattn_status microattn_encoder_layer_forward(microattn_encoder_layer* layer, microattn_cview x, microattn_view y,
+                                                 const microattn_attention_options* options);
+/* Decoder forward: a prompt, causal; afterwards cached == position == x.rows. append: the next tokens after the
+ * cached ones (as microattn_layer_append). reset: an empty cache (NULL_POINTER for NULL or a block never
+ * initialised). cached / position: as microattn_layer's, 0 for NULL. */
+microattn_status microattn_decoder_layer_forward(microattn_decoder_layer* layer, microattn_cview x, microattn_view y,
+                                                 const microattn_attention_options* options);
+microattn_status microattn_decoder_layer_append(microattn_decoder_layer* layer, microattn_cview x, microattn_view y,
+                                                const microattn_attention_options* options);
+microattn_status microattn_decoder_layer_reset(microattn_decoder_layer* layer);
+size_t microattn_decoder_layer_cached(const microattn_decoder_layer* layer);
+size_t microattn_decoder_layer_position(const microattn_decoder_layer* layer);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

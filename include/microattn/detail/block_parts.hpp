@@ -38,14 +38,19 @@ Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const Enco
                    MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept;
 Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w, float eps, MatrixView<const float> x,
                    MatrixView<float> y, const AttentionOptions& options) noexcept;
-// The size checks both blocks' templates make (those of MultiHeadAttention, plus the feed-forward's).
+// The size checks both blocks make (those of MultiHeadAttention, plus the feed-forward's): the templates'
+// static_asserts and the C API's init (blocks_capi.cpp) call this one rule. Each test guards the next's division.
+constexpr bool block_sizes_fit(std::size_t max_seq, std::size_t model_dim, std::size_t heads, std::size_t kv_heads,
+                               std::size_t ffn) noexcept {
+  return max_seq > 0 && model_dim > 0 && heads > 0 && kv_heads > 0 && ffn > 0 && model_dim % heads == 0 &&
+         heads % kv_heads == 0 && model_dim / heads <= attention_max_head_dim &&
+         layer_kv_fits(max_seq, model_dim, heads, kv_heads) && layer_tiles_fit(model_dim) &&
+         layer_bytes_fit(max_seq, model_dim, heads, kv_heads) && max_seq <= size_max / 4 / model_dim &&
+         ffn <= size_max / 8 / attention_block_q;  // block_ffn_rows (blocks.hpp)
+}
 template <std::size_t MaxSeq, std::size_t ModelDim, std::size_t Heads, std::size_t KvHeads, std::size_t Ffn>
 constexpr bool block_sizes_ok() noexcept {
-  return MaxSeq > 0 && ModelDim > 0 && Heads > 0 && KvHeads > 0 && Ffn > 0 && ModelDim % Heads == 0 &&
-         Heads % KvHeads == 0 && ModelDim / Heads <= attention_max_head_dim &&
-         layer_kv_fits(MaxSeq, ModelDim, Heads, KvHeads) && layer_tiles_fit(ModelDim) &&
-         layer_bytes_fit(MaxSeq, ModelDim, Heads, KvHeads) && MaxSeq <= size_max / 4 / ModelDim &&
-         Ffn <= size_max / 8 / attention_block_q;  // block_ffn_rows (blocks.hpp)
+  return block_sizes_fit(MaxSeq, ModelDim, Heads, KvHeads, Ffn);
 }
 }  // namespace detail
 
