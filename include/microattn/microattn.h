@@ -503,7 +503,8 @@ microattn_status microattn_decoder_layer_init(microattn_decoder_layer* layer, si
 /* The block calls have the semantics of the C++ methods of the same name (blocks.hpp) and run the same code
  * (bit-identical results). x: rows <= max_seq, cols model_dim; y: x's shape, may be exactly x (in place). options
  * NULL: the defaults (the encoder's go to its self-attention, as src_mask / is_causal). Errors, nothing written
- * (not y, not the cache, not cached or position): NULL_POINTER for a NULL or never-initialised block, x.data or
+ * (not y, not the cache, not cached or position; the scratch holds nothing between calls, and a call that fails
+ * in its attention step, as an append past max_seq, may have used it): NULL_POINTER for a NULL or never-initialised block, x.data or
  * y.data; MISALIGNED; INVALID_SHAPE (shapes, more rows than fit, a bad mask); ALIASING for y overlapping x (other
  * than exactly), a weight, or the mask, and for x, y or the mask sharing memory with the block's cache or scratch.
  *
