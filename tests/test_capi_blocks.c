@@ -104,7 +104,7 @@ static void test_sizes(void) {
   CHECK(microattn_encoder_layer_scratch_floats(10, 18, 4, 24) == 0, "model_dim not a multiple of heads");
   CHECK(microattn_encoder_layer_scratch_floats(2, 2 * 65537, 2, 4) == 0, "head dim too large");
   CHECK(microattn_encoder_layer_scratch_floats((size_t)-1 / 8, 64, 4, 4) == 0, "max_seq overflow");
-  CHECK(microattn_encoder_layer_scratch_floats(4, 64, 4, (size_t)-1 / 64) == 0, "feed_forward overflow");
+  CHECK(microattn_encoder_layer_scratch_floats(4, 64, 4, (size_t)-1 / 8) == 0, "feed_forward overflow");
   CHECK(microattn_decoder_layer_scratch_floats(10, 16, 4, 24, (microattn_format)3) == 0, "format");
   CHECK(microattn_decoder_layer_scratch_floats(10, 16, 4, (size_t)-1 / 16, MICROATTN_FORMAT_F32) == 0, "hidden");
 }
