@@ -65,8 +65,8 @@ ma::AttentionOptions cpp(const microattn_attention_options* o) noexcept {
   return r;
 }
 ma::EncoderLayerWeights cpp(const microattn_encoder_layer_weights& w) noexcept {
-  return {cpp(w.self_attn),   cpp(w.linear1), w.linear1_bias, cpp(w.linear2), w.linear2_bias,
-          w.norm1_weight,     w.norm1_bias,   w.norm2_weight, w.norm2_bias};
+  return {cpp(w.self_attn), cpp(w.linear1), w.linear1_bias, cpp(w.linear2), w.linear2_bias,
+          w.norm1_weight,   w.norm1_bias,   w.norm2_weight, w.norm2_bias};
 }
 ma::DecoderLayerWeights cpp(const microattn_decoder_layer_weights& w) noexcept {
   return {cpp(w.wq), cpp(w.wk), cpp(w.wv), cpp(w.wo), cpp(w.w1), cpp(w.w2), cpp(w.w3), w.attention_norm, w.ffn_norm};
@@ -81,8 +81,8 @@ constexpr std::size_t max_floats = static_cast<std::size_t>(PTRDIFF_MAX) / sizeo
 
 // encoder_ / decoder_layer_scratch_floats (ffn_rows · ffn floats of feed-forward rows), 0 for sizes the templates'
 // static_asserts reject (the one rule, block_sizes_fit), a format outside the enum or a sum past max_floats.
-std::size_t block_scratch(std::size_t max_seq, std::size_t d, std::size_t heads, std::size_t kv_heads,
-                          std::size_t ffn, std::size_t ffn_rows, ma::Format cache) noexcept {
+std::size_t block_scratch(std::size_t max_seq, std::size_t d, std::size_t heads, std::size_t kv_heads, std::size_t ffn,
+                          std::size_t ffn_rows, ma::Format cache) noexcept {
   if (!ma::detail::block_sizes_fit(max_seq, d, heads, kv_heads, ffn) || !ma::detail::cache_format_ok(cache)) return 0;
   // Each term fits a size_t (block_sizes_fit bounds max_seq·d and 8·block_ffn_rows·ffn); their sum is checked.
   const std::size_t terms[] = {ma::layer_scratch_floats(d, heads, cache), max_seq * d, ffn_rows * ffn};
@@ -113,8 +113,8 @@ microattn_status block_init_checks(unsigned p, bool sizes_valid, bool config_val
   if ((p & md::weight_aliasing) != 0 || md::ranges_overlap(cache, cache_floats, scratch, scratch_floats))
     return MICROATTN_ALIASING;
   for (std::size_t i = 0; i < n_vec; ++i)
-    if (vec[i] != nullptr && (md::ranges_overlap(cache, cache_floats, vec[i], d) ||
-                              md::ranges_overlap(scratch, scratch_floats, vec[i], d)))
+    if (vec[i] != nullptr &&
+        (md::ranges_overlap(cache, cache_floats, vec[i], d) || md::ranges_overlap(scratch, scratch_floats, vec[i], d)))
       return MICROATTN_ALIASING;
   return MICROATTN_OK;
 }
@@ -170,10 +170,9 @@ microattn_status encoder_init(microattn_encoder_layer* layer, std::size_t max_se
                      problems2(w.linear2, w.linear2_bias, d, ff, cv, sv);
   const float* const vec[] = {w.norm1_weight, w.norm1_bias, w.norm2_weight, w.norm2_bias};
   const bool config_valid = eps_ok(cfg.layer_norm_eps) && raw_enum(cfg.activation, 3) <= 3;
-  const microattn_status s =
-      block_init_checks(p, scratch_needed != 0, config_valid,
-                        cache_given >= cache_needed && scratch_given >= scratch_needed, cache, cache_needed, scratch,
-                        scratch_needed, vec, 4, d);
+  const microattn_status s = block_init_checks(p, scratch_needed != 0, config_valid,
+                                               cache_given >= cache_needed && scratch_given >= scratch_needed, cache,
+                                               cache_needed, scratch, scratch_needed, vec, 4, d);
   if (s != MICROATTN_OK) return s;
   microattn_encoder_layer l{};
   l.max_seq = max_seq;
@@ -202,8 +201,7 @@ microattn_status decoder_init(microattn_decoder_layer* layer, std::size_t max_se
   const microattn_decoder_layer_config cfg = config != nullptr ? *config : decoder_defaults;
   const ma::Format format = cpp(cache_format);
   const std::size_t scratch_needed = block_scratch(max_seq, d, heads, kv_heads, hidden, 2 * ma::block_ffn_rows, format);
-  const std::size_t bytes_needed =
-      scratch_needed == 0 ? 0 : ma::layer_cache_bytes(max_seq, d, heads, kv_heads, format);
+  const std::size_t bytes_needed = scratch_needed == 0 ? 0 : ma::layer_cache_bytes(max_seq, d, heads, kv_heads, format);
   const std::size_t cache_needed = (bytes_needed + sizeof(float) - 1) / sizeof(float);
   auto* const k = static_cast<float*>(cache);
   const ma::MatrixView<float> cv{k, 1, cache_needed, cache_needed}, sv{scratch, 1, scratch_needed, scratch_needed};
@@ -300,20 +298,19 @@ microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerO
   const std::size_t scales = f == ma::Format::q8 ? l.max_seq * l.kv_heads : 0;
   unsigned char* const k = reinterpret_cast<unsigned char*>(l.cache + 2 * scales);
   ma::detail::LayerState state{l.cached, l.position};
-  const ma::detail::BlockParts parts{
-      {{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim},
-       &aw,
-       &ma::detail::layer_weight_matrices,
-       &config,
-       &state,
-       f32 ? l.cache : nullptr,
-       f32 ? l.cache + half : nullptr,
-       l.scratch},
-      l.hidden,
-      ma::layer_scratch_floats(l.model_dim, l.heads, f),
-      {f, f32 ? nullptr : k, f32 ? nullptr : k + half * (f == ma::Format::f16 ? 2 : 1), f32 ? nullptr : l.cache,
-       f32 ? nullptr : l.cache + scales},
-      f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache};
+  const ma::detail::BlockParts parts{{{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim},
+                                      &aw,
+                                      &ma::detail::layer_weight_matrices,
+                                      &config,
+                                      &state,
+                                      f32 ? l.cache : nullptr,
+                                      f32 ? l.cache + half : nullptr,
+                                      l.scratch},
+                                     l.hidden,
+                                     ma::layer_scratch_floats(l.model_dim, l.heads, f),
+                                     {f, f32 ? nullptr : k, f32 ? nullptr : k + half * (f == ma::Format::f16 ? 2 : 1),
+                                      f32 ? nullptr : l.cache, f32 ? nullptr : l.cache + scales},
+                                     f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache};
   const ma::Status s = ma::detail::decoder_run(parts, op, w, l.config.rms_norm_eps, x, y, o);
   if (s == ma::Status::ok) {
     l.cached = state.cached;

@@ -33,9 +33,7 @@ static unsigned next_bits(void) {
   rng_state ^= rng_state << 5;
   return rng_state;
 }
-static float uniform(float lo, float hi) {
-  return lo + (hi - lo) * (float)((next_bits() >> 8) * (1.0 / 16777216.0));
-}
+static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)((next_bits() >> 8) * (1.0 / 16777216.0)); }
 /* Weights k/4096, |k| <= 1000: exact in binary16 too, so an f16 matrix holds the very values the reference uses. */
 static void fill_weights(float* p, size_t n) {
   size_t i;
@@ -130,8 +128,8 @@ static void ref_layer_norm(double* x, size_t n, size_t d, const float* w, const 
     for (j = 0; j < d; ++j) var += (x[i * d + j] - mean) * (x[i * d + j] - mean);
     var /= (double)d;
     for (j = 0; j < d; ++j)
-      x[i * d + j] = (x[i * d + j] - mean) / sqrt(var + eps) * (w != NULL ? (double)w[j] : 1.0) +
-                     (b != NULL ? (double)b[j] : 0.0);
+      x[i * d + j] =
+          (x[i * d + j] - mean) / sqrt(var + eps) * (w != NULL ? (double)w[j] : 1.0) + (b != NULL ? (double)b[j] : 0.0);
   }
 }
 static void ref_rms_norm(const double* x, size_t n, size_t d, const float* w, double eps, double* y) {
@@ -146,10 +144,14 @@ static void ref_rms_norm(const double* x, size_t n, size_t d, const float* w, do
 static double ref_activation(int a, double x) {
   const double pi = 3.14159265358979323846;
   switch (a) {
-    case MICROATTN_ACTIVATION_RELU: return x > 0.0 ? x : 0.0;
-    case MICROATTN_ACTIVATION_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case MICROATTN_ACTIVATION_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
-    default: return x / (1.0 + exp(-x));
+    case MICROATTN_ACTIVATION_RELU:
+      return x > 0.0 ? x : 0.0;
+    case MICROATTN_ACTIVATION_GELU:
+      return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case MICROATTN_ACTIVATION_GELU_TANH:
+      return 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+    default:
+      return x / (1.0 + exp(-x));
   }
 }
 /* Rotary embedding of one row of `heads` heads at position pos (theta 0: none). */
@@ -545,8 +547,7 @@ static void test_decoder(void) {
     s = microattn_decoder_layer_forward(&layer, as_input(x_data, c->n, c->d), y, NULL);
     CHECK(s == MICROATTN_OK && canaries_ok(y), "case %u: forward %s", (unsigned)ci, microattn_status_string(s));
     CHECK(rows_match(y, 0, ref_y, c->n, tol, "decoder forward"), "case %u (n %u d %u heads %u/%u hidden %u)",
-          (unsigned)ci, (unsigned)c->n, (unsigned)c->d, (unsigned)c->heads, (unsigned)c->kv_heads,
-          (unsigned)c->hidden);
+          (unsigned)ci, (unsigned)c->n, (unsigned)c->d, (unsigned)c->heads, (unsigned)c->kv_heads, (unsigned)c->hidden);
     CHECK(microattn_decoder_layer_cached(&layer) == c->n && microattn_decoder_layer_position(&layer) == c->n,
           "case %u: cached %u", (unsigned)ci, (unsigned)microattn_decoder_layer_cached(&layer));
     /* a prompt, then token by token: the rows of the whole sequence's forward */
@@ -634,48 +635,116 @@ static void test_encoder_bad_input(void) {
     a = good;
     a.config = &a.cfg;
     switch (row) {
-      case 0: break; /* the good arguments */
-      case 1: a.layer = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 2: a.cache = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 3: a.scratch = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 4: a.w.self_attn.v.data = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 5: a.w.linear1.data = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 6: a.w.linear2.format = MICROATTN_FORMAT_Q8, a.w.linear2.group = E_FF, want = MICROATTN_NULL_POINTER; break;
-      case 7: a.w.self_attn.out.data = NULL, want = MICROATTN_NULL_POINTER; break; /* out_bias stays */
-      case 8: a.max_seq = 0, want = MICROATTN_INVALID_SHAPE; break;
-      case 9: a.heads = 3, want = MICROATTN_INVALID_SHAPE; break;
-      case 10: a.ff = 0, want = MICROATTN_INVALID_SHAPE; break;
-      case 11: a.w.linear1.rows = E_FF + 1, want = MICROATTN_INVALID_SHAPE; break;
-      case 12: a.w.linear2.cols = E_FF - 1, want = MICROATTN_INVALID_SHAPE; break;
-      case 13: a.w.self_attn.k.format = (microattn_format)7, want = MICROATTN_INVALID_SHAPE; break;
-      case 14: a.cfg.layer_norm_eps = -1e-5f, want = MICROATTN_INVALID_SHAPE; break;
-      case 15: a.cfg.layer_norm_eps = (float)NAN, want = MICROATTN_INVALID_SHAPE; break;
-      case 16: a.cfg.layer_norm_eps = (float)INFINITY, want = MICROATTN_INVALID_SHAPE; break;
-      case 17: a.cfg.activation = (microattn_activation)4, want = MICROATTN_INVALID_SHAPE; break;
-      case 18: a.cache_floats = cf - 1, want = MICROATTN_WORKSPACE_TOO_SMALL; break;
-      case 19: a.scratch_floats = sf - 1, want = MICROATTN_WORKSPACE_TOO_SMALL; break;
-      case 20: a.cache = (float*)((char*)cache_block + 2), want = MICROATTN_MISALIGNED; break;
-      case 21: a.w.norm2_bias = misaligned(), want = MICROATTN_MISALIGNED; break;
-      case 22: a.w.linear1_bias = misaligned(), want = MICROATTN_MISALIGNED; break;
-      case 23: a.w.linear1.data = misaligned(), want = MICROATTN_MISALIGNED; break;
-      case 24: a.w.linear1.data = cache_block + 3, want = MICROATTN_ALIASING; break;
-      case 25: a.w.norm1_weight = scratch_block + sf - 1, want = MICROATTN_ALIASING; break;
-      case 26: a.w.self_attn.q_bias = cache_block, want = MICROATTN_ALIASING; break;
-      case 27: a.scratch = cache_block + cf - 1, want = MICROATTN_ALIASING; break;
+      case 0:
+        break; /* the good arguments */
+      case 1:
+        a.layer = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 2:
+        a.cache = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 3:
+        a.scratch = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 4:
+        a.w.self_attn.v.data = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 5:
+        a.w.linear1.data = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 6:
+        a.w.linear2.format = MICROATTN_FORMAT_Q8, a.w.linear2.group = E_FF, want = MICROATTN_NULL_POINTER;
+        break;
+      case 7:
+        a.w.self_attn.out.data = NULL, want = MICROATTN_NULL_POINTER;
+        break; /* out_bias stays */
+      case 8:
+        a.max_seq = 0, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 9:
+        a.heads = 3, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 10:
+        a.ff = 0, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 11:
+        a.w.linear1.rows = E_FF + 1, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 12:
+        a.w.linear2.cols = E_FF - 1, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 13:
+        a.w.self_attn.k.format = (microattn_format)7, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 14:
+        a.cfg.layer_norm_eps = -1e-5f, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 15:
+        a.cfg.layer_norm_eps = (float)NAN, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 16:
+        a.cfg.layer_norm_eps = (float)INFINITY, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 17:
+        a.cfg.activation = (microattn_activation)4, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 18:
+        a.cache_floats = cf - 1, want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break;
+      case 19:
+        a.scratch_floats = sf - 1, want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break;
+      case 20:
+        a.cache = (float*)((char*)cache_block + 2), want = MICROATTN_MISALIGNED;
+        break;
+      case 21:
+        a.w.norm2_bias = misaligned(), want = MICROATTN_MISALIGNED;
+        break;
+      case 22:
+        a.w.linear1_bias = misaligned(), want = MICROATTN_MISALIGNED;
+        break;
+      case 23:
+        a.w.linear1.data = misaligned(), want = MICROATTN_MISALIGNED;
+        break;
+      case 24:
+        a.w.linear1.data = cache_block + 3, want = MICROATTN_ALIASING;
+        break;
+      case 25:
+        a.w.norm1_weight = scratch_block + sf - 1, want = MICROATTN_ALIASING;
+        break;
+      case 26:
+        a.w.self_attn.q_bias = cache_block, want = MICROATTN_ALIASING;
+        break;
+      case 27:
+        a.scratch = cache_block + cf - 1, want = MICROATTN_ALIASING;
+        break;
       /* the order: the first failing check's status */
-      case 28: a.cache = NULL, a.max_seq = 0, want = MICROATTN_NULL_POINTER; break;
-      case 29: a.max_seq = 0, a.cache_floats = 0, want = MICROATTN_INVALID_SHAPE; break;
-      case 30: a.cache_floats = 0, a.scratch = (float*)((char*)scratch_block + 1), want = MICROATTN_WORKSPACE_TOO_SMALL; break;
-      case 31: a.w.norm1_bias = misaligned(), a.w.linear2.data = cache_block, want = MICROATTN_MISALIGNED; break;
-      case 32: a.config = NULL; break; /* defaults */
-      default: row = -1; break;
+      case 28:
+        a.cache = NULL, a.max_seq = 0, want = MICROATTN_NULL_POINTER;
+        break;
+      case 29:
+        a.max_seq = 0, a.cache_floats = 0, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 30:
+        a.cache_floats = 0, a.scratch = (float*)((char*)scratch_block + 1), want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break;
+      case 31:
+        a.w.norm1_bias = misaligned(), a.w.linear2.data = cache_block, want = MICROATTN_MISALIGNED;
+        break;
+      case 32:
+        a.config = NULL;
+        break; /* defaults */
+      default:
+        row = -1;
+        break;
     }
     if (row < 0) break;
     memset(&layer, 0x5a, sizeof layer);
     untouched = layer;
     s = microattn_encoder_layer_init(a.layer, a.max_seq, a.d, a.heads, a.ff, &a.w, a.config, a.cache, a.cache_floats,
                                      a.scratch, a.scratch_floats);
-    CHECK(s == want, "encoder init row %d: %s, want %s", row, microattn_status_string(s), microattn_status_string(want));
+    CHECK(s == want, "encoder init row %d: %s, want %s", row, microattn_status_string(s),
+          microattn_status_string(want));
     if (want != MICROATTN_OK)
       CHECK(memcmp(&layer, &untouched, sizeof layer) == 0, "encoder init row %d wrote the layer", row);
   }
@@ -705,24 +774,60 @@ static void test_encoder_bad_input(void) {
       microattn_status want;
       memset(&o, 0, sizeof o);
       switch (row) {
-        case 0: l = NULL, want = MICROATTN_NULL_POINTER; break;
-        case 1: l = &zero, want = MICROATTN_NULL_POINTER; break;
-        case 2: xr.data = NULL, want = MICROATTN_NULL_POINTER; break;
-        case 3: yr.data = NULL, want = MICROATTN_NULL_POINTER; break;
-        case 4: yr.data = (float*)((char*)yr.data + 2), want = MICROATTN_MISALIGNED; break;
-        case 5: xr.cols = E_D - 1, want = MICROATTN_INVALID_SHAPE; break;
-        case 6: xr.rows = E_SEQ + 1, yr.rows = E_SEQ + 1, want = MICROATTN_INVALID_SHAPE; break;
-        case 7: yr.rows = 3, want = MICROATTN_INVALID_SHAPE; break;
-        case 8: yr.stride = E_D - 1, want = MICROATTN_INVALID_SHAPE; break;
-        case 9: o.mask = as_input(mask, 4, 3), op = &o, want = MICROATTN_INVALID_SHAPE; break;
-        case 10: xr.data = yr.data + 1, xr.stride = yr.stride, want = MICROATTN_ALIASING; break;
-        case 11: yr.data = w1 + 1, yr.rows = 1, xr.rows = 1, want = MICROATTN_ALIASING; break;
-        case 12: yr.data = n2w, yr.rows = 1, yr.stride = E_D, xr.rows = 1, want = MICROATTN_ALIASING; break;
-        case 13: yr.data = scratch_block + 7, want = MICROATTN_ALIASING; break;
-        case 14: xr.data = cache_block + cf - 2, want = MICROATTN_ALIASING; break;
-        case 15: o.mask = as_input(cache_block, 4, 4), op = &o, want = MICROATTN_ALIASING; break;
-        case 16: yr.data = cache_block, xr.cols = 3, want = MICROATTN_INVALID_SHAPE; break; /* shape first */
-        default: row = -1, want = MICROATTN_OK; break;
+        case 0:
+          l = NULL, want = MICROATTN_NULL_POINTER;
+          break;
+        case 1:
+          l = &zero, want = MICROATTN_NULL_POINTER;
+          break;
+        case 2:
+          xr.data = NULL, want = MICROATTN_NULL_POINTER;
+          break;
+        case 3:
+          yr.data = NULL, want = MICROATTN_NULL_POINTER;
+          break;
+        case 4:
+          yr.data = (float*)((char*)yr.data + 2), want = MICROATTN_MISALIGNED;
+          break;
+        case 5:
+          xr.cols = E_D - 1, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 6:
+          xr.rows = E_SEQ + 1, yr.rows = E_SEQ + 1, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 7:
+          yr.rows = 3, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 8:
+          yr.stride = E_D - 1, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 9:
+          o.mask = as_input(mask, 4, 3), op = &o, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 10:
+          xr.data = yr.data + 1, xr.stride = yr.stride, want = MICROATTN_ALIASING;
+          break;
+        case 11:
+          yr.data = w1 + 1, yr.rows = 1, xr.rows = 1, want = MICROATTN_ALIASING;
+          break;
+        case 12:
+          yr.data = n2w, yr.rows = 1, yr.stride = E_D, xr.rows = 1, want = MICROATTN_ALIASING;
+          break;
+        case 13:
+          yr.data = scratch_block + 7, want = MICROATTN_ALIASING;
+          break;
+        case 14:
+          xr.data = cache_block + cf - 2, want = MICROATTN_ALIASING;
+          break;
+        case 15:
+          o.mask = as_input(cache_block, 4, 4), op = &o, want = MICROATTN_ALIASING;
+          break;
+        case 16:
+          yr.data = cache_block, xr.cols = 3, want = MICROATTN_INVALID_SHAPE;
+          break; /* shape first */
+        default:
+          row = -1, want = MICROATTN_OK;
+          break;
       }
       if (row < 0) break;
       arena_reset();
@@ -772,42 +877,98 @@ static void test_decoder_bad_input(void) {
     float* scratch = scratch_block;
     microattn_status want = MICROATTN_OK, s;
     switch (row) {
-      case 0: break;
-      case 1: l = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 2: cache = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 3: scratch = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 4: w.wq.data = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 5: w.w2.data = NULL, want = MICROATTN_NULL_POINTER; break;
-      case 6: w.w3.format = MICROATTN_FORMAT_Q8, w.w3.group = DD, want = MICROATTN_NULL_POINTER; break;
-      case 7: kv = 3, want = MICROATTN_INVALID_SHAPE; break;
-      case 8: hidden = 0, want = MICROATTN_INVALID_SHAPE; break;
-      case 9: f = (microattn_format)3, want = MICROATTN_INVALID_SHAPE; break;
-      case 10: w.wk.rows = DD, want = MICROATTN_INVALID_SHAPE; break; /* kv_heads·head_dim rows */
-      case 11: w.w1.cols = DHID, want = MICROATTN_INVALID_SHAPE; break;
-      case 12: c.attention.rope_dims = 3, want = MICROATTN_INVALID_SHAPE; break;
-      case 13: c.attention.rope_theta = 0.5f, want = MICROATTN_INVALID_SHAPE; break;
-      case 14: c.rms_norm_eps = -1.0f, want = MICROATTN_INVALID_SHAPE; break;
-      case 15: bytes = cb - 1, want = MICROATTN_WORKSPACE_TOO_SMALL; break;
-      case 16: sfl = sf - 1, want = MICROATTN_WORKSPACE_TOO_SMALL; break;
-      case 17: sfl = microattn_decoder_layer_scratch_floats(DS, DD, DH, DHID, MICROATTN_FORMAT_F32),
-               want = MICROATTN_WORKSPACE_TOO_SMALL; break; /* q8 needs its conversion block */
-      case 18: scratch = (float*)((char*)scratch_block + 1), want = MICROATTN_MISALIGNED; break;
-      case 19: w.ffn_norm = misaligned(), want = MICROATTN_MISALIGNED; break;
-      case 20: w.wk.data = (const char*)wk_half + 1, want = MICROATTN_MISALIGNED; break;
-      case 21: w.wv.data = scratch_block + 2, want = MICROATTN_ALIASING; break;
-      case 22: w.attention_norm = (const float*)cache_block + 1, want = MICROATTN_ALIASING; break;
-      case 23: scratch = cache_block + 4, want = MICROATTN_ALIASING; break;
-      case 24: f = MICROATTN_FORMAT_F32, bytes = cb, want = MICROATTN_WORKSPACE_TOO_SMALL; break; /* f32 is larger */
-      case 25: cp = NULL; break;
-      case 26: w.wo.data = NULL; break; /* no out projection */
-      default: row = -1; break;
+      case 0:
+        break;
+      case 1:
+        l = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 2:
+        cache = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 3:
+        scratch = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 4:
+        w.wq.data = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 5:
+        w.w2.data = NULL, want = MICROATTN_NULL_POINTER;
+        break;
+      case 6:
+        w.w3.format = MICROATTN_FORMAT_Q8, w.w3.group = DD, want = MICROATTN_NULL_POINTER;
+        break;
+      case 7:
+        kv = 3, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 8:
+        hidden = 0, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 9:
+        f = (microattn_format)3, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 10:
+        w.wk.rows = DD, want = MICROATTN_INVALID_SHAPE;
+        break; /* kv_heads·head_dim rows */
+      case 11:
+        w.w1.cols = DHID, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 12:
+        c.attention.rope_dims = 3, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 13:
+        c.attention.rope_theta = 0.5f, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 14:
+        c.rms_norm_eps = -1.0f, want = MICROATTN_INVALID_SHAPE;
+        break;
+      case 15:
+        bytes = cb - 1, want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break;
+      case 16:
+        sfl = sf - 1, want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break;
+      case 17:
+        sfl = microattn_decoder_layer_scratch_floats(DS, DD, DH, DHID, MICROATTN_FORMAT_F32),
+        want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break; /* q8 needs its conversion block */
+      case 18:
+        scratch = (float*)((char*)scratch_block + 1), want = MICROATTN_MISALIGNED;
+        break;
+      case 19:
+        w.ffn_norm = misaligned(), want = MICROATTN_MISALIGNED;
+        break;
+      case 20:
+        w.wk.data = (const char*)wk_half + 1, want = MICROATTN_MISALIGNED;
+        break;
+      case 21:
+        w.wv.data = scratch_block + 2, want = MICROATTN_ALIASING;
+        break;
+      case 22:
+        w.attention_norm = (const float*)cache_block + 1, want = MICROATTN_ALIASING;
+        break;
+      case 23:
+        scratch = cache_block + 4, want = MICROATTN_ALIASING;
+        break;
+      case 24:
+        f = MICROATTN_FORMAT_F32, bytes = cb, want = MICROATTN_WORKSPACE_TOO_SMALL;
+        break; /* f32 is larger */
+      case 25:
+        cp = NULL;
+        break;
+      case 26:
+        w.wo.data = NULL;
+        break; /* no out projection */
+      default:
+        row = -1;
+        break;
     }
     if (row < 0) break;
     (void)max_seq;
     memset(&layer, 0x5a, sizeof layer);
     untouched = layer;
     s = microattn_decoder_layer_init(l, max_seq, d, heads, kv, hidden, &w, cp, f, cache, bytes, scratch, sfl);
-    CHECK(s == want, "decoder init row %d: %s, want %s", row, microattn_status_string(s), microattn_status_string(want));
+    CHECK(s == want, "decoder init row %d: %s, want %s", row, microattn_status_string(s),
+          microattn_status_string(want));
     if (want != MICROATTN_OK)
       CHECK(memcmp(&layer, &untouched, sizeof layer) == 0, "decoder init row %d wrote the layer", row);
   }
@@ -839,20 +1000,48 @@ static void test_decoder_bad_input(void) {
       yr.rows = 2;
       memset(&o, 0, sizeof o);
       switch (row) {
-        case 0: l = NULL, want = MICROATTN_NULL_POINTER; break;
-        case 1: l = &zero, want = MICROATTN_NULL_POINTER; break;
-        case 2: x.data = NULL, want = MICROATTN_NULL_POINTER; break;
-        case 3: x.data = (const float*)((const char*)x_data + 2), want = MICROATTN_MISALIGNED; break;
-        case 4: x.rows = 4, yr.rows = 4, want = MICROATTN_INVALID_SHAPE; break; /* 3 + 4 > max_seq */
-        case 5: x.rows = 7, yr.rows = 7, append = 0, want = MICROATTN_INVALID_SHAPE; break;
-        case 6: yr.cols = DD + 1, want = MICROATTN_INVALID_SHAPE; break;
-        case 7: o.mask = as_input(x_data, 2, 4), op = &o, want = MICROATTN_INVALID_SHAPE; break; /* 2 × 5 needed */
-        case 8: yr.data = (float*)x_data + 1, yr.stride = DD, want = MICROATTN_ALIASING; break;
-        case 9: yr.data = wq, yr.stride = DD, want = MICROATTN_ALIASING; break;
-        case 10: yr.data = scratch_block + sf - 3, want = MICROATTN_ALIASING; break;
-        case 11: x.data = cache_block, append = 0, want = MICROATTN_ALIASING; break;
-        case 12: o.mask = as_input(scratch_block, 2, 5), op = &o, want = MICROATTN_ALIASING; break;
-        default: row = -1, want = MICROATTN_OK; break;
+        case 0:
+          l = NULL, want = MICROATTN_NULL_POINTER;
+          break;
+        case 1:
+          l = &zero, want = MICROATTN_NULL_POINTER;
+          break;
+        case 2:
+          x.data = NULL, want = MICROATTN_NULL_POINTER;
+          break;
+        case 3:
+          x.data = (const float*)((const char*)x_data + 2), want = MICROATTN_MISALIGNED;
+          break;
+        case 4:
+          x.rows = 4, yr.rows = 4, want = MICROATTN_INVALID_SHAPE;
+          break; /* 3 + 4 > max_seq */
+        case 5:
+          x.rows = 7, yr.rows = 7, append = 0, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 6:
+          yr.cols = DD + 1, want = MICROATTN_INVALID_SHAPE;
+          break;
+        case 7:
+          o.mask = as_input(x_data, 2, 4), op = &o, want = MICROATTN_INVALID_SHAPE;
+          break; /* 2 × 5 needed */
+        case 8:
+          yr.data = (float*)x_data + 1, yr.stride = DD, want = MICROATTN_ALIASING;
+          break;
+        case 9:
+          yr.data = wq, yr.stride = DD, want = MICROATTN_ALIASING;
+          break;
+        case 10:
+          yr.data = scratch_block + sf - 3, want = MICROATTN_ALIASING;
+          break;
+        case 11:
+          x.data = cache_block, append = 0, want = MICROATTN_ALIASING;
+          break;
+        case 12:
+          o.mask = as_input(scratch_block, 2, 5), op = &o, want = MICROATTN_ALIASING;
+          break;
+        default:
+          row = -1, want = MICROATTN_OK;
+          break;
       }
       if (row < 0) break;
       arena_reset();

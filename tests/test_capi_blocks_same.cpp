@@ -56,8 +56,14 @@ microattn_weight_matrix c_matrix(const ma::WeightMatrix& m) {
 
 void encoder(bool norm_first, ma::Activation act, bool causal) {
   ma::EncoderLayerWeights w{};
-  w.self_attn = {ma::weights_f32(wq, dim, dim), ma::weights_f32(wk, dim, dim), ma::weights_f32(wv, dim, dim), bq, bk,
-                 bv, ma::weights_f32(wo, dim, dim), bo};
+  w.self_attn = {ma::weights_f32(wq, dim, dim),
+                 ma::weights_f32(wk, dim, dim),
+                 ma::weights_f32(wv, dim, dim),
+                 bq,
+                 bk,
+                 bv,
+                 ma::weights_f32(wo, dim, dim),
+                 bo};
   w.linear1 = ma::weights_q8(w1_q8, w1_scales, ffn, dim, 8);
   w.linear1_bias = b1;
   w.linear2 = ma::weights_f32(w2, dim, ffn);
@@ -122,8 +128,9 @@ void decoder(std::size_t prompt) {
               MICROATTN_OK,
           "C append");
   }
-  check(layer.cached() == microattn_decoder_layer_cached(&l) && layer.position() == microattn_decoder_layer_position(&l),
-        "decoder state");
+  check(
+      layer.cached() == microattn_decoder_layer_cached(&l) && layer.position() == microattn_decoder_layer_position(&l),
+      "decoder state");
   check(std::memcmp(y_cpp, y_c, sizeof y_c) == 0, "decoder: C and C++ bits differ");
 }
 

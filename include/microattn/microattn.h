@@ -458,10 +458,10 @@ typedef struct {
  * head dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM, buffers that overflow; one rule with them), for a block
  * past PTRDIFF_MAX bytes, or for a cache format outside the enum. The macros (F32 cache) do not check: they are for
  * static arrays. */
-#define MICROATTN_ENCODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, feed_forward)          \
+#define MICROATTN_ENCODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, feed_forward)         \
   (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) + (size_t)(max_seq) * (size_t)(model_dim) + \
    (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(feed_forward))
-#define MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, hidden)                \
+#define MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, hidden)               \
   (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) + (size_t)(max_seq) * (size_t)(model_dim) + \
    2u * (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(hidden))
 size_t microattn_encoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t feed_forward);
@@ -504,9 +504,10 @@ microattn_status microattn_decoder_layer_init(microattn_decoder_layer* layer, si
  * (bit-identical results). x: rows <= max_seq, cols model_dim; y: x's shape, may be exactly x (in place). options
  * NULL: the defaults (the encoder's go to its self-attention, as src_mask / is_causal). Errors, nothing written
  * (not y, not the cache, not cached or position; the scratch holds nothing between calls, and a call that fails
- * in its attention step, as an append past max_seq, may have used it): NULL_POINTER for a NULL or never-initialised block, x.data or
- * y.data; MISALIGNED; INVALID_SHAPE (shapes, more rows than fit, a bad mask); ALIASING for y overlapping x (other
- * than exactly), a weight, or the mask, and for x, y or the mask sharing memory with the block's cache or scratch.
+ * in its attention step, as an append past max_seq, may have used it): NULL_POINTER for a NULL or never-initialised
+ * block, x.data or y.data; MISALIGNED; INVALID_SHAPE (shapes, more rows than fit, a bad mask); ALIASING for y
+ * overlapping x (other than exactly), a weight, or the mask, and for x, y or the mask sharing memory with the block's
+ * cache or scratch.
  *
  * Encoder forward: the layer over x (its cache is refilled on every call). */
 microattn_status microattn_encoder_layer_forward(microattn_encoder_layer* layer, microattn_cview x, microattn_view y,
