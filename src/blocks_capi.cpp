@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "capi_convert.hpp"
 #include "check.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "microattn/blocks.hpp"
@@ -25,45 +26,10 @@ static_assert(MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(40, 48, 6, 100) ==
               "C and C++ decoder scratch formulas differ");
 
 namespace {
-ma::MatrixView<const float> cpp(microattn_cview v) noexcept { return {v.data, v.rows, v.cols, v.stride}; }
-ma::MatrixView<float> cpp(microattn_view v) noexcept { return {v.data, v.rows, v.cols, v.stride}; }
-microattn_status c(ma::Status s) noexcept { return static_cast<microattn_status>(static_cast<int>(s)); }
-
-// A C enum's bytes as its underlying integer (C++ may not load a value outside the enumerators' range as the enum):
-// a value above `last` becomes 0xff, outside every C++ enum here, never truncated into a valid one.
-template <class E>
-unsigned raw_enum(const E& e, unsigned last) noexcept {
-  std::underlying_type_t<E> raw;
-  std::memcpy(&raw, &e, sizeof raw);
-  const unsigned long long v = static_cast<unsigned long long>(raw);
-  return v <= last ? static_cast<unsigned>(v) : 0xffu;
-}
-ma::Format cpp(const microattn_format& f) noexcept { return static_cast<ma::Format>(raw_enum(f, 2)); }
+using ma::capi::c;
+using ma::capi::cpp;
+using ma::capi::raw_enum;
 ma::Activation cpp(const microattn_activation& a) noexcept { return static_cast<ma::Activation>(raw_enum(a, 3)); }
-ma::WeightMatrix cpp(const microattn_weight_matrix& w) noexcept {
-  return {cpp(w.format), w.data, w.rows, w.cols, w.scales, w.group};
-}
-ma::LayerWeightMatrices cpp(const microattn_layer_weight_matrices& w) noexcept {
-  return {cpp(w.q), cpp(w.k), cpp(w.v), w.q_bias, w.k_bias, w.v_bias, cpp(w.out), w.out_bias};
-}
-ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
-  ma::LayerConfig r;
-  r.rope_theta = c.rope_theta;
-  r.rope_dims = c.rope_dims;
-  r.rope_interleaved = c.rope_interleaved != 0;
-  r.window = c.window;
-  return r;
-}
-ma::AttentionOptions cpp(const microattn_attention_options* o) noexcept {
-  ma::AttentionOptions r;
-  if (o == nullptr) return r;
-  r.scale = o->scale;
-  r.causal = o->causal != 0;
-  r.causal_offset = o->causal_offset;
-  if (o->mask.data != nullptr) r.mask = cpp(o->mask);
-  r.window = o->window;
-  return r;
-}
 ma::EncoderLayerWeights cpp(const microattn_encoder_layer_weights& w) noexcept {
   return {cpp(w.self_attn), cpp(w.linear1), w.linear1_bias, cpp(w.linear2), w.linear2_bias,
           w.norm1_weight,   w.norm1_bias,   w.norm2_weight, w.norm2_bias};
@@ -174,18 +140,11 @@ microattn_status encoder_init(microattn_encoder_layer* layer, std::size_t max_se
                                                cache_given >= cache_needed && scratch_given >= scratch_needed, cache,
                                                cache_needed, scratch, scratch_needed, vec, 4, d);
   if (s != MICROATTN_OK) return s;
-  microattn_encoder_layer l{};
-  l.max_seq = max_seq;
-  l.model_dim = d;
-  l.heads = heads;
+  microattn_encoder_layer l = ma::capi::layer_blocks<microattn_encoder_layer>(max_seq, d, heads, d / heads, cache,
+                                                                              cache_needed, scratch, scratch_needed);
   l.feed_forward = ff;
-  l.head_dim = d / heads;
   l.weights = *weights;
   l.config = cfg;
-  l.cache = cache;
-  l.cache_floats = cache_needed;
-  l.scratch = scratch;
-  l.scratch_floats = scratch_needed;
   *layer = l;
   return MICROATTN_OK;
 }
@@ -219,20 +178,13 @@ microattn_status decoder_init(microattn_decoder_layer* layer, std::size_t max_se
                                                cache_bytes >= bytes_needed && scratch_given >= scratch_needed, k,
                                                cache_needed, scratch, scratch_needed, vec, 2, d);
   if (s != MICROATTN_OK) return s;
-  microattn_decoder_layer l{};
-  l.max_seq = max_seq;
-  l.model_dim = d;
-  l.heads = heads;
+  microattn_decoder_layer l =
+      ma::capi::layer_blocks<microattn_decoder_layer>(max_seq, d, heads, hd, k, cache_needed, scratch, scratch_needed);
   l.kv_heads = kv_heads;
   l.hidden = hidden;
-  l.head_dim = hd;
   l.weights = *weights;
   l.config = cfg;
   l.cache_format = cache_format;
-  l.cache = k;
-  l.cache_floats = cache_needed;
-  l.scratch = scratch;
-  l.scratch_floats = scratch_needed;
   *layer = l;
   return MICROATTN_OK;
 }
@@ -244,17 +196,37 @@ bool initialised(const microattn_decoder_layer* l) noexcept {
   return l != nullptr && l->cache != nullptr && l->scratch != nullptr && l->weights.wq.data != nullptr;
 }
 
+// A call's views and options, or why it cannot run: a layer not initialised (null_pointer), or what
+// views_on_blocks finds.
+struct CallArgs {
+  microattn_status status;
+  ma::MatrixView<const float> x;
+  ma::MatrixView<float> y;
+  ma::AttentionOptions o;
+};
+template <class L>
+CallArgs call_args(const L* layer, const microattn_cview& xc, const microattn_view& yc,
+                   const microattn_attention_options* options) noexcept {
+  CallArgs a{MICROATTN_NULL_POINTER, {}, {}, {}};
+  if (!initialised(layer)) return a;
+  a.x = cpp(xc);
+  a.y = cpp(yc);
+  a.o = cpp(options);
+  const L& l = *layer;
+  a.status =
+      views_on_blocks(a.x, a.y, a.o, l.max_seq, l.model_dim, l.cache, l.cache_floats, l.scratch, l.scratch_floats);
+  return a;
+}
+
 // TransformerEncoderLayer::forward: the C struct lends its fields as the template's parts() does.
 microattn_status encoder_call(microattn_encoder_layer* layer, const microattn_cview& xc, const microattn_view& yc,
                               const microattn_attention_options* options) noexcept {
-  if (!initialised(layer)) return MICROATTN_NULL_POINTER;
+  const CallArgs a = call_args(layer, xc, yc, options);
+  if (a.status != MICROATTN_OK) return a.status;
   const microattn_encoder_layer& l = *layer;
-  const ma::MatrixView<const float> x = cpp(xc);
-  const ma::MatrixView<float> y = cpp(yc);
-  const ma::AttentionOptions o = cpp(options);
-  const microattn_status v =
-      views_on_blocks(x, y, o, l.max_seq, l.model_dim, l.cache, l.cache_floats, l.scratch, l.scratch_floats);
-  if (v != MICROATTN_OK) return v;
+  const ma::MatrixView<const float>& x = a.x;
+  const ma::MatrixView<float>& y = a.y;
+  const ma::AttentionOptions& o = a.o;
   const ma::EncoderLayerWeights w = cpp(l.weights);
   ma::EncoderLayerConfig config;
   config.norm_first = l.config.norm_first != 0;
@@ -281,14 +253,12 @@ microattn_status encoder_call(microattn_encoder_layer* layer, const microattn_cv
 // F16 / Q8 [K scales, V scales (Q8)] [K] [V].
 microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerOp op, const microattn_cview& xc,
                               const microattn_view& yc, const microattn_attention_options* options) noexcept {
-  if (!initialised(layer)) return MICROATTN_NULL_POINTER;
+  const CallArgs a = call_args(layer, xc, yc, options);
+  if (a.status != MICROATTN_OK) return a.status;
   microattn_decoder_layer& l = *layer;
-  const ma::MatrixView<const float> x = cpp(xc);
-  const ma::MatrixView<float> y = cpp(yc);
-  const ma::AttentionOptions o = cpp(options);
-  const microattn_status v =
-      views_on_blocks(x, y, o, l.max_seq, l.model_dim, l.cache, l.cache_floats, l.scratch, l.scratch_floats);
-  if (v != MICROATTN_OK) return v;
+  const ma::MatrixView<const float>& x = a.x;
+  const ma::MatrixView<float>& y = a.y;
+  const ma::AttentionOptions& o = a.o;
   const ma::DecoderLayerWeights w = cpp(l.weights);
   const ma::LayerWeightMatrices aw = attention_weights(w);
   const ma::LayerConfig config = cpp(l.config.attention);

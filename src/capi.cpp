@@ -5,11 +5,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "capi_convert.hpp"
 #include "check.hpp"
 #include "kernels/linear_kernels.hpp"
 #include "microattn/microattn.hpp"
 
 namespace ma = microattn;
+using ma::capi::c;
+using ma::capi::cpp;
 
 // The C enum mirrors the C++ one value for value.
 static_assert(static_cast<int>(ma::Status::ok) == MICROATTN_OK, "status values differ");
@@ -43,21 +46,6 @@ static_assert(MICROATTN_LAYER_BUFFER_FLOATS(64, 64, 4, 2) ==
               "C and C++ layer buffer formulas differ");
 
 namespace {
-
-ma::MatrixView<const float> cpp(microattn_cview v) noexcept { return {v.data, v.rows, v.cols, v.stride}; }
-ma::MatrixView<float> cpp(microattn_view v) noexcept { return {v.data, v.rows, v.cols, v.stride}; }
-microattn_status c(ma::Status s) noexcept { return static_cast<microattn_status>(static_cast<int>(s)); }
-
-ma::AttentionOptions cpp(const microattn_attention_options* o) noexcept {
-  ma::AttentionOptions r;
-  if (o == nullptr) return r;
-  r.scale = o->scale;
-  r.causal = o->causal != 0;
-  r.causal_offset = o->causal_offset;
-  if (o->mask.data != nullptr) r.mask = cpp(o->mask);
-  r.window = o->window;
-  return r;
-}
 
 // The most floats a block may hold: its bytes must fit a ptrdiff_t (the largest object, as detail::layer_bytes_fit
 // requires of a C++ layer), not merely a size_t. The blocks need float alignment only, so no padding adds bytes.
@@ -105,46 +93,14 @@ bool overlaps_weights(const float* buffer, std::size_t floats, const microattn_l
 
 std::uintptr_t bits(const float* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
-// A C enum holds any int, but C++ may not load a value outside the enumerators' range as the enum (UBSan): its
-// bytes as the underlying integer. A value outside the three is passed on as one outside Format (invalid_shape,
-// after the null pointer checks, as in C++), never truncated into a valid one.
-ma::Format cpp(const microattn_format& format) noexcept {
-  std::underlying_type_t<microattn_format> raw;
-  std::memcpy(&raw, &format, sizeof raw);
-  const unsigned long long f = static_cast<unsigned long long>(raw);
-  return static_cast<ma::Format>(f <= 2 ? f : 0xffu);
-}
-ma::WeightMatrix cpp(const microattn_weight_matrix& w) noexcept {
-  return {cpp(w.format), w.data, w.rows, w.cols, w.scales, w.group};
-}
-ma::LayerWeightMatrices cpp(const microattn_layer_weight_matrices& w) noexcept {
-  return {cpp(w.q), cpp(w.k), cpp(w.v), w.q_bias, w.k_bias, w.v_bias, cpp(w.out), w.out_bias};
-}
-
-ma::LayerConfig cpp(const microattn_layer_config& c) noexcept {
-  ma::LayerConfig r;
-  r.rope_theta = c.rope_theta;
-  r.rope_dims = c.rope_dims;
-  r.rope_interleaved = c.rope_interleaved != 0;
-  r.window = c.window;
-  return r;
-}
-
 // What every init sets: shapes, config, the cache and scratch blocks, an empty cache (its weights it sets itself).
 microattn_layer layer_fields(std::size_t max_seq, std::size_t model_dim, std::size_t heads, std::size_t kv_heads,
                              std::size_t head_dim, const microattn_layer_config& config, float* cache,
                              std::size_t cache_size, float* scratch, std::size_t scratch_size) noexcept {
-  microattn_layer l{};
-  l.max_seq = max_seq;
-  l.model_dim = model_dim;
-  l.heads = heads;
+  microattn_layer l = ma::capi::layer_blocks<microattn_layer>(max_seq, model_dim, heads, head_dim, cache, cache_size,
+                                                              scratch, scratch_size);
   l.kv_heads = kv_heads;
-  l.head_dim = head_dim;
   l.config = config;
-  l.cache = cache;
-  l.cache_floats = cache_size;
-  l.scratch = scratch;
-  l.scratch_floats = scratch_size;
   return l;
 }
 
