@@ -485,7 +485,18 @@ TEST_P(LinearKernel, F16WithSubnormalAndLargeX) {
   }
   Guarded y(4, n);
   run(GetParam(), w, x, nullptr, y);  // no bias: it would hide the subnormal rows' products
-  EXPECT_TRUE(matches(y, reference(w, x, nullptr), k, Format::f16));
+  // ARMv7's Advanced SIMD flushes subnormal operands to zero by architecture, and its NEON table's f16 kernel takes
+  // x as it is (docs/numerical-contract.md): for that table the reference reads x's subnormal elements as zeros.
+#if defined(__arm__) && !defined(__aarch64__)
+  const bool flushes = GetParam() == ma::detail::neon_linear_kernels();
+#else
+  const bool flushes = false;
+#endif
+  Guarded xr(4, k);
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t c = 0; c < k; ++c)
+      xr.at(r, c) = flushes && std::fpclassify(x.at(r, c)) == FP_SUBNORMAL ? 0.0f : x.at(r, c);
+  EXPECT_TRUE(matches(y, reference(w, xr, nullptr), k, Format::f16));
   EXPECT_TRUE(y.canaries_intact());
 }
 
