@@ -8,31 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    ++checks;                                                  \
-    if (!(cond)) {                                             \
-      if (++failures <= 20) {                                  \
-        printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-        printf(__VA_ARGS__);                                   \
-        printf("\n");                                          \
-      }                                                        \
-    }                                                          \
-  } while (0)
+#include "capi_test.h"
 
 static const double unit_roundoff = 5.9604644775390625e-8; /* 2^-24 */
 
-/* xorshift32: the same values on every target. */
-static unsigned rng_state = 2463534242u;
-static float uniform(float lo, float hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 17;
-  rng_state ^= rng_state << 5;
-  return lo + (hi - lo) * (float)((rng_state >> 8) * (1.0 / 16777216.0));
-}
 static void fill(float* p, size_t n, float bound) {
   size_t i;
   for (i = 0; i < n; ++i) p[i] = uniform(-bound, bound);
@@ -42,12 +21,6 @@ static void fill(float* p, size_t n, float bound) {
 #define ARENA_FLOATS 40000
 static float arena[ARENA_FLOATS];
 static float arena_copy[ARENA_FLOATS];
-static float canary(void) {
-  const unsigned bits = 0x7fc0beefu;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
 static void arena_reset(void) {
   const float c = canary();
   size_t i;
@@ -378,7 +351,9 @@ static void test_attention(void) {
 /* binary16 from its definition (no library code): 2^(e-15)·(1 + m/1024), subnormal 2^-14·m/1024. */
 static double half_value(unsigned short h) {
   const int e = (h >> 10) & 31, m = h & 1023;
-  const double v = e == 31 ? (m != 0 ? NAN : INFINITY) : e == 0 ? ldexp((double)m, -24) : ldexp((double)(m + 1024), e - 25);
+  const double v = e == 31  ? (m != 0 ? NAN : INFINITY)
+                   : e == 0 ? ldexp((double)m, -24)
+                            : ldexp((double)(m + 1024), e - 25);
   return (h & 0x8000) ? -v : v;
 }
 
@@ -426,7 +401,8 @@ static void test_linear(void) {
         }
         if (fmt == 2) /* ½·Σ_g s_g·Σ|w| over row r's columns cut at its groups, s_g = max|x| / 127 */
           for (c = 0; c < K;) {
-            const size_t end = ((r * K + c) / group + 1) * group - r * K < K ? ((r * K + c) / group + 1) * group - r * K : K;
+            const size_t end =
+                ((r * K + c) / group + 1) * group - r * K < K ? ((r * K + c) / group + 1) * group - r * K : K;
             double amax = 0.0, wsum = 0.0;
             for (g = c; g < end; ++g) {
               if (fabs(x[i * (K + 1) + g]) > amax) amax = fabs(x[i * (K + 1) + g]);
@@ -448,7 +424,8 @@ static void test_linear(void) {
     const microattn_view y = arena_view(0, M, N, 0);
     microattn_weight_matrix bad_w = w; /* q8, group 16 */
     memcpy(arena_copy, arena, sizeof arena);
-    CHECK(microattn_linear(cview(x, M, K, K + 1), NULL, bias, y) == MICROATTN_NULL_POINTER && LINEAR_UNTOUCHED, "w NULL");
+    CHECK(microattn_linear(cview(x, M, K, K + 1), NULL, bias, y) == MICROATTN_NULL_POINTER && LINEAR_UNTOUCHED,
+          "w NULL");
     bad_w.scales = NULL;
     CHECK(microattn_linear(cview(x, M, K, K + 1), &bad_w, bias, y) == MICROATTN_NULL_POINTER && LINEAR_UNTOUCHED,
           "scales NULL");
@@ -511,8 +488,9 @@ static void test_blocks(void) {
       var = sqrt(var / (double)n + 1e-5f);
       for (c = 0; c < n; ++c) {
         const double z = (x[r * (n + 1) + c] - mean) / var, want = z * w[c] + b[c];
-        const double tol = fabs(w[c]) * ((n + 8.0) * unit_roundoff * (fabs(z) + 1.0) + 4 * unit_roundoff * fabs(mean) / var) +
-                           2 * unit_roundoff * fabs(b[c]);
+        const double tol =
+            fabs(w[c]) * ((n + 8.0) * unit_roundoff * (fabs(z) + 1.0) + 4 * unit_roundoff * fabs(mean) / var) +
+            2 * unit_roundoff * fabs(b[c]);
         if (!(fabs(at(y, r, c) - want) <= tol)) ++bad;
       }
     }
@@ -542,9 +520,11 @@ static void test_blocks(void) {
     for (r = 0; r < 7; ++r)
       for (c = 0; c < 29; ++c) {
         const double in = -12.0f + 24.0f * (float)(r * 29 + c) / 202.0f, want = ref_activation(a, in);
-        const double rel = a == MICROATTN_ACTIVATION_RELU ? 0 : a == MICROATTN_ACTIVATION_GELU ? 16 + 1.5 * in * in
-                           : a == MICROATTN_ACTIVATION_GELU_TANH ? 12 + 4 * fabs(1.5957691216 * (in + 0.044715 * in * in * in))
-                                                                 : 8;
+        const double rel = a == MICROATTN_ACTIVATION_RELU   ? 0
+                           : a == MICROATTN_ACTIVATION_GELU ? 16 + 1.5 * in * in
+                           : a == MICROATTN_ACTIVATION_GELU_TANH
+                               ? 12 + 4 * fabs(1.5957691216 * (in + 0.044715 * in * in * in))
+                               : 8;
         if (!(fabs(at(v, r, c) - want) <= rel * unit_roundoff * fabs(want) + 1e-44)) ++bad;
       }
     CHECK(bad == 0 && canaries_intact(v), "activation %d: %d out of bound", a, bad);
@@ -556,18 +536,21 @@ static void test_blocks(void) {
   {
     const microattn_cview xv = cview(x, 5, 16, 17);
     const microattn_view y = arena_view(0, 5, 16, 0);
-    CHECK(microattn_layer_norm_rows(cview(NULL, 5, 16, 17), w, b, 1e-5f, y) == MICROATTN_NULL_POINTER &&
-              BLOCKS_UNTOUCHED, "layer_norm x NULL");
+    CHECK(
+        microattn_layer_norm_rows(cview(NULL, 5, 16, 17), w, b, 1e-5f, y) == MICROATTN_NULL_POINTER && BLOCKS_UNTOUCHED,
+        "layer_norm x NULL");
     CHECK(microattn_layer_norm_rows(xv, w, b, -1e-5f, y) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
           "layer_norm eps < 0");
     CHECK(microattn_rms_norm_rows(xv, w, (float)NAN, y) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
           "rms_norm eps NaN");
-    CHECK(microattn_rms_norm_rows(xv, w, 1e-5f, arena_view(0, 4, 16, 0)) == MICROATTN_INVALID_SHAPE &&
-              BLOCKS_UNTOUCHED, "rms_norm y rows");
-    CHECK(microattn_rms_norm_rows(cview(arena + 1, 5, 16, 16), NULL, 1e-5f, y) == MICROATTN_ALIASING &&
-              BLOCKS_UNTOUCHED, "rms_norm y overlaps x");
+    CHECK(microattn_rms_norm_rows(xv, w, 1e-5f, arena_view(0, 4, 16, 0)) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
+          "rms_norm y rows");
+    CHECK(
+        microattn_rms_norm_rows(cview(arena + 1, 5, 16, 16), NULL, 1e-5f, y) == MICROATTN_ALIASING && BLOCKS_UNTOUCHED,
+        "rms_norm y overlaps x");
     CHECK(microattn_layer_norm_rows(xv, (const float*)((const char*)w + 2), b, 1e-5f, y) == MICROATTN_MISALIGNED &&
-              BLOCKS_UNTOUCHED, "layer_norm weight misaligned");
+              BLOCKS_UNTOUCHED,
+          "layer_norm weight misaligned");
     CHECK(microattn_activate_rows(y, (microattn_activation)4) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
           "activation 4");
     CHECK(microattn_activate_rows(y, (microattn_activation)-1) == MICROATTN_INVALID_SHAPE && BLOCKS_UNTOUCHED,
@@ -1530,10 +1513,10 @@ static void test_layer_matrices(void) {
 
 #define INIT(w, fmt, c, cb, s, sf) \
   microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, L_HEADS, L_KV, w, &cfg, fmt, c, cb, s, sf)
-#define BAD(field_edit, status, what)                                                                     \
-  do {                                                                                                    \
-    bad = m;                                                                                              \
-    field_edit;                                                                                           \
+#define BAD(field_edit, status, what)                                                                    \
+  do {                                                                                                   \
+    bad = m;                                                                                             \
+    field_edit;                                                                                          \
     CHECK(INIT(&bad, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == status, what); \
   } while (0)
   CHECK(microattn_layer_init_matrices(NULL, L_SEQ, L_DIM, L_HEADS, L_KV, &m, NULL, MICROATTN_FORMAT_F32, m_cache,
@@ -1569,8 +1552,8 @@ static void test_layer_matrices(void) {
         "matrices: cache format outside the enum");
   CHECK(INIT(&m, MICROATTN_FORMAT_F16, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_WORKSPACE_TOO_SMALL,
         "matrices: an f16 cache needs the larger scratch (microattn_layer_cache_scratch_floats)");
-  CHECK(microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, 3, 1, &m, &cfg, MICROATTN_FORMAT_F32, m_cache,
-                                      cache_bytes, m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
+  CHECK(microattn_layer_init_matrices(&layer, L_SEQ, L_DIM, 3, 1, &m, &cfg, MICROATTN_FORMAT_F32, m_cache, cache_bytes,
+                                      m_scratch, n_scratch) == MICROATTN_INVALID_SHAPE,
         "matrices: 16 %% 3");
   cfg.rope_theta = 10000.0f;
   cfg.rope_dims = 3;
@@ -1578,11 +1561,11 @@ static void test_layer_matrices(void) {
         "matrices: odd rope_dims");
   cfg.rope_theta = 0.0f;
   cfg.rope_dims = 0;
-  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes - 1, m_scratch, n_scratch) ==
-                MICROATTN_WORKSPACE_TOO_SMALL &&
-            INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch - 1) ==
-                MICROATTN_WORKSPACE_TOO_SMALL,
-        "matrices: cache or scratch short");
+  CHECK(
+      INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes - 1, m_scratch, n_scratch) == MICROATTN_WORKSPACE_TOO_SMALL &&
+          INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch - 1) ==
+              MICROATTN_WORKSPACE_TOO_SMALL,
+      "matrices: cache or scratch short");
   CHECK(INIT(&m, MICROATTN_FORMAT_F32, (char*)m_cache + 2, cache_bytes, m_scratch, n_scratch) == MICROATTN_MISALIGNED &&
             INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, (float*)(void*)((char*)m_scratch + 1), n_scratch) ==
                 MICROATTN_MISALIGNED,
@@ -1647,10 +1630,10 @@ static void test_layer_matrices(void) {
   m.out.data = mo_data;
   m.out.scales = mo_scales;
   m.out.group = 8;
-  CHECK(INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_OK &&
-            microattn_layer_forward(&layer, cview(x, 3, L_DIM, L_DIM), arena_view(0, 3, L_DIM, 0), NULL) ==
-                MICROATTN_OK,
-        "matrices: q8 out");
+  CHECK(
+      INIT(&m, MICROATTN_FORMAT_F32, m_cache, cache_bytes, m_scratch, n_scratch) == MICROATTN_OK &&
+          microattn_layer_forward(&layer, cview(x, 3, L_DIM, L_DIM), arena_view(0, 3, L_DIM, 0), NULL) == MICROATTN_OK,
+      "matrices: q8 out");
 #undef BAD
 #undef INIT
 }
@@ -1742,7 +1725,7 @@ static void test_layer_cache_formats(void) {
     CHECK(layer.cached == L_SEQ && layer.position == L_SEQ, "format %d: cache state", (int)fmt);
     /* an output view over the cache block: ALIASING, nothing written */
     CHECK(microattn_layer_forward(&layer, cview(x, 1, L_DIM, L_DIM), view(c_cache + 3, 1, L_DIM, L_DIM), NULL) ==
-              MICROATTN_ALIASING &&
+                  MICROATTN_ALIASING &&
               layer.cached == L_SEQ,
           "format %d: y over the cache", (int)fmt);
     for (r = 0; r < L_SEQ; ++r) {

@@ -10,30 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-static int checks = 0;
+#include "capi_test.h"
 
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    ++checks;                                                  \
-    if (!(cond)) {                                             \
-      if (++failures <= 20) {                                  \
-        printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-        printf(__VA_ARGS__);                                   \
-        printf("\n");                                          \
-      }                                                        \
-    }                                                          \
-  } while (0)
-
-/* xorshift32: the same values on every target. */
-static unsigned rng_state = 2463534242u;
-static unsigned next_bits(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 17;
-  rng_state ^= rng_state << 5;
-  return rng_state;
-}
-static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)((next_bits() >> 8) * (1.0 / 16777216.0)); }
 /* Weights k/4096, |k| <= 1000: exact in binary16 too, so an f16 matrix holds the very values the reference uses. */
 static void fill_weights(float* p, size_t n) {
   size_t i;
@@ -53,12 +31,6 @@ static unsigned short half_bits(float f) {
   return (unsigned short)(sign | (unsigned)((e - 1 + 15) << 10) | (unsigned)((m * 2.0 - 1.0) * 1024.0 + 0.5));
 }
 
-static float nan_canary(void) {
-  const unsigned bits = 0x7fc0beefu;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
 static int is_canary(float f) {
   unsigned b;
   memcpy(&b, &f, sizeof b);
@@ -270,7 +242,7 @@ static double ref_y[N_MAX * D_MAX], ref_h[N_MAX * D_MAX], ref_t[N_MAX * D_MAX], 
 
 static void arena_reset(void) {
   size_t i;
-  for (i = 0; i < OUT_FLOATS; ++i) out_arena[i] = nan_canary();
+  for (i = 0; i < OUT_FLOATS; ++i) out_arena[i] = canary();
 }
 /* y: rows × d at out_arena + 5, row stride d + gap. */
 static microattn_view out_view(size_t rows, size_t d, size_t gap) {
@@ -410,8 +382,8 @@ static void test_encoder(void) {
     config.layer_norm_eps = 1e-5f;
     memset(&o, 0, sizeof o);
     o.causal = c->causal;
-    cache_block[cf] = nan_canary();
-    scratch_block[sf] = nan_canary();
+    cache_block[cf] = canary();
+    scratch_block[sf] = canary();
     s = microattn_encoder_layer_init(&layer, max_seq, c->d, c->heads, c->ff, &w, &config, cache_block, cf,
                                      scratch_block, sf);
     CHECK(s == MICROATTN_OK, "case %u: init %s", (unsigned)ci, microattn_status_string(s));
@@ -533,8 +505,8 @@ static void test_decoder(void) {
     config.attention.rope_dims = c->rope_dims;
     config.attention.rope_interleaved = c->interleaved;
     config.rms_norm_eps = 1e-5f;
-    cache_block[cf] = nan_canary();
-    scratch_block[sf] = nan_canary();
+    cache_block[cf] = canary();
+    scratch_block[sf] = canary();
     s = microattn_decoder_layer_init(&layer, max_seq, c->d, c->heads, c->kv_heads, c->hidden, &w, &config, c->cache,
                                      cache_block, cb, scratch_block, sf);
     CHECK(s == MICROATTN_OK, "case %u: init %s", (unsigned)ci, microattn_status_string(s));
