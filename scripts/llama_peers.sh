@@ -13,10 +13,51 @@
 #                                            tokens/s of llama_run against run.c (v0) and runq.c (v2) on the
 #                                            checkpoints the Meson build generated (BUILD/examples/llama), pinned
 #                                            to core 1, N alternating runs each (default 11) of -t 0 -n STEPS (256)
+#   scripts/llama_peers.sh bench15m BUILD [N] [STEPS]
+#                                            the stories15M shape (dim 288, 6 layers, 6 heads, hidden 768, vocab
+#                                            32000, seq 256; random weights, written to build-peers/ once): tok/s of
+#                                            llama_run v0, llama_run v0 -w f16, run.c, llama_run v2, runq.c, and the
+#                                            read bandwidth over the v0 file's mapping (bench/read_bandwidth.c), N
+#                                            alternating rounds (default 7)
 set -eu
 cd "$(dirname "$0")/.."
 out=build-peers
 mkdir -p "$out"
+
+if [ "${1:-}" = bench15m ]; then
+  build=${2:?build directory}
+  runs=${3:-7}
+  steps=${4:-256}
+  ours=$build/examples/llama/llama_run
+  [ -x "$out/run" ] && [ -x "$out/runq" ] || { echo "llama_peers.sh: build the peers first" >&2; exit 2; }
+  m=$out/s15m
+  [ -f "$m-v2.bin" ] || /usr/bin/python3 scripts/make_llama_checkpoint.py "$m" --dim 288 --hidden 768 --layers 6 \
+    --heads 6 --kv-heads 6 --vocab 32000 --seq 256 --seed 5
+  ${CC:-gcc} -O2 -march=native -o "$out/read_bandwidth" bench/read_bandwidth.c
+  tps() { taskset -c 1 "$@" -z "$m-tok.bin" -t 0 -n "$steps" 2>&1 >/dev/null | sed -n 's/^achieved tok\/s: *//p'; }
+  median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  v0="" f16="" run="" v2="" runq="" bw=""
+  i=0
+  while [ $i -lt "$runs" ]; do
+    v0="$v0 $(tps "$ours" "$m-v0.bin")"
+    f16="$f16 $(tps "$ours" "$m-v0.bin" -w f16)"
+    run="$run $(tps "$out/run" "$m-v0.bin")"
+    v2="$v2 $(tps "$ours" "$m-v2.bin")"
+    runq="$runq $(tps "$out/runq" "$m-v2.bin")"
+    bw="$bw $(taskset -c 1 "$out/read_bandwidth" "$m-v0.bin" 5 | sed -n 's/^read bandwidth: \([0-9.]*\) GB.*/\1/p')"
+    i=$((i + 1))
+  done
+  bytes=$(stat -c %s "$m-v0.bin")
+  echo "llama_peers.sh bench15m: -t 0 -n $steps, $runs alternating rounds, taskset -c 1, $(date -u +%Y-%m-%d)"
+  for name in v0 f16 run v2 runq bw; do eval "echo \"  $name:\$$name\""; done
+  a=$(echo "$v0" | median) h=$(echo "$f16" | median) r=$(echo "$run" | median) q=$(echo "$v2" | median)
+  rq=$(echo "$runq" | median) b=$(echo "$bw" | median)
+  awk -v a="$a" -v h="$h" -v r="$r" -v q="$q" -v rq="$rq" -v b="$b" -v n="$bytes" 'BEGIN {
+    printf "s15m-v0: llama_run %.1f tok/s, run %.1f, ratio %.2f; %.1f GB/s read = %.2f of the %.1f GB/s bandwidth\n", a, r, a / r, a * n / 1e9, a * n / 1e9 / b, b
+    printf "s15m-v0 -w f16: llama_run %.1f tok/s, ratio to run %.2f\n", h, h / r
+    printf "s15m-v2: llama_run %.1f tok/s, runq %.1f, ratio %.2f\n", q, rq, q / rq }'
+  exit 0
+fi
 
 if [ "${1:-}" = bench ] || [ "${1:-}" = bench-cpu ]; then
   mode=$1

@@ -114,6 +114,43 @@ ma::WeightMatrix concat(const ma::WeightMatrix* parts, std::size_t count, RunSta
   return ma::weights_f32(s.owned_f32.back().data(), rows, cols);
 }
 
+// binary16 bits of f (finite, |f| < 65520): to nearest, ties to even, subnormal halves included.
+std::uint16_t half_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  std::uint32_t h;
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal half (or zero), in units of 2^-24
+    float scaled;
+    const float mag = f < 0 ? -f : f;
+    scaled = mag * 16777216.0f;  // exact: a power of two
+    h = static_cast<std::uint32_t>(std::nearbyint(scaled));  // the default rounding mode: ties to even
+  } else {
+    const std::uint32_t mant = a & 0x1fffu, base = (a - 0x38000000u) >> 13;  // rebias 127 -> 15, 23 -> 10 bits
+    h = base + (mant > 0x1000u || (mant == 0x1000u && (base & 1u)) ? 1u : 0u);
+  }
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+// An f32 matrix as an f16 copy (others as they are).
+ma::WeightMatrix to_f16(const ma::WeightMatrix& w, RunState& s) {
+  if (w.format != ma::Format::f32 || w.data == nullptr) return w;
+  const std::size_t n = w.rows * w.cols;
+  const auto* src = static_cast<const float*>(w.data);
+  s.owned_f16.emplace_back(n);
+  std::uint16_t* out = s.owned_f16.back().data();
+  for (std::size_t i = 0; i < n; ++i) out[i] = half_bits(src[i]);
+  return ma::weights_f16(out, w.rows, w.cols);
+}
+
+bool fits_f16_matrix(const ma::WeightMatrix& w) {
+  if (w.format != ma::Format::f32) return true;
+  const auto* src = static_cast<const float*>(w.data);
+  for (std::size_t i = 0, n = w.rows * w.cols; i < n; ++i)
+    if (!(std::fabs(src[i]) < 65520.0f)) return false;
+  return true;
+}
+
 // Splits an f32 w (see PreparedLayer) into head and tail; false where it is left whole.
 bool split_columns(const ma::WeightMatrix& w, ma::WeightMatrix& head, ma::WeightMatrix& tail, RunState& s) {
   const std::size_t cols = w.cols, head_cols = cols - cols % 128, tail_cols = cols - head_cols;
@@ -376,8 +413,17 @@ std::size_t stored_bytes(const ma::WeightMatrix& w) {
   return w.format == ma::Format::f32 ? n * sizeof(float) : n + n / w.group * sizeof(float);
 }
 
-bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t fuse_limit_bytes) {
+bool fits_f16(const Model& m) noexcept {
+  for (const LayerWeights& lw : m.layers)
+    for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
+      if (!fits_f16_matrix(*w)) return false;
+  return fits_f16_matrix(m.classifier);
+}
+
+bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t fuse_limit_bytes, Storage storage) {
   const Config& p = m.config;
+  const bool f16 = storage == Storage::f16 && p.version == 0;  // version 2's matrices are all q8: kept
+  if (f16 && !fits_f16(m)) return false;
   const std::size_t dim = static_cast<std::size_t>(p.dim), hidden = static_cast<std::size_t>(p.hidden_dim),
                     kv = static_cast<std::size_t>(p.kv_dim()), layers = static_cast<std::size_t>(p.n_layers);
   if (capacity == 0 || capacity > static_cast<std::size_t>(p.seq_len)) return false;
@@ -400,6 +446,8 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
     // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
     s.owned_f32.reserve(9 * layers);
     s.owned_q8.reserve(2 * layers);
+    s.owned_f16.reserve(7 * layers + 1);
+    auto stored = [&](const ma::WeightMatrix& w) { return f16 ? to_f16(w, s) : w; };
     std::size_t weight_bytes = 0;
     for (const LayerWeights& lw : m.layers)
       for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
@@ -411,17 +459,17 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       pl.attention_norm = lw.attention_norm;
       pl.ffn_norm = lw.ffn_norm;
       if (fuse) {
-        pl.qkv[0] = concat(qkv, 3, s);
-        pl.w13[0] = concat(w13, 2, s);
+        pl.qkv[0] = stored(concat(qkv, 3, s));
+        pl.w13[0] = stored(concat(w13, 2, s));
         pl.qkv_parts = pl.w13_parts = 1;
       } else {
-        for (std::size_t i = 0; i < 3; ++i) pl.qkv[i] = concat(qkv + i, 1, s);
-        for (std::size_t i = 0; i < 2; ++i) pl.w13[i] = concat(w13 + i, 1, s);
+        for (std::size_t i = 0; i < 3; ++i) pl.qkv[i] = stored(concat(qkv + i, 1, s));
+        for (std::size_t i = 0; i < 2; ++i) pl.w13[i] = stored(concat(w13 + i, 1, s));
         pl.qkv_parts = 3;
         pl.w13_parts = 2;
       }
-      pl.wo = concat(&lw.wo, 1, s);
-      pl.w2 = concat(&lw.w2, 1, s);
+      pl.wo = stored(concat(&lw.wo, 1, s));
+      pl.w2 = stored(concat(&lw.w2, 1, s));  // f16: not split (split_columns takes f32 only)
       ma::WeightMatrix head{}, tail{};
       if (split_columns(pl.w2, head, tail, s)) {
         pl.w2 = head;
@@ -430,6 +478,7 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       }
       s.layers.push_back(pl);
     }
+    s.classifier = stored(m.classifier);
   } catch (const std::bad_alloc&) {
     return false;
   }
@@ -448,7 +497,7 @@ const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
   for (std::size_t l = 0; l < s.layers.size(); ++l)
     decoder_layer(p, s.layers[l], pos, s.key_cache.data() + l * per_layer, s.value_cache.data() + l * per_layer, s);
   rms_norm(s.x.data(), s.x.data(), m.final_norm, static_cast<std::size_t>(p.dim));
-  project(m.classifier, s.x.data(), s.logits.data());
+  project(s.classifier, s.x.data(), s.logits.data());
   return s.logits.data();
 }
 

@@ -40,16 +40,27 @@ struct RunState {
   std::vector<float> key_cache, value_cache;
   std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
   std::vector<PreparedLayer> layers;
+  microattn::WeightMatrix classifier{};            // the model's, or its f16 copy
   std::vector<std::vector<float>> owned_f32;       // concatenated or dequantized weights
   std::vector<std::vector<std::int8_t>> owned_q8;  // concatenated q8 values
+  std::vector<std::vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
   bool wide = false;                               // the AVX-512 attention loops (checked once here)
 };
 
+// How the prepared weights hold the model's fp32 matrices (the layers' and the classifier; the embedding rows stay
+// as stored): as they are, or converted once to f16 (binary16, to nearest, ties to even), half the bytes a token
+// reads where the weights stream from memory. A version-2 (q8) model is kept as it is.
+enum class Storage { as_stored, f16 };
+
+// Whether every fp32 matrix element converts to a finite f16 (|w| < 65520, the first value that rounds to inf).
+bool fits_f16(const Model& m) noexcept;
+
 // Sizes the buffers for `capacity` positions (1 <= capacity <= seq_len) and prepares the weights (fused where all
-// layers' weights take at most fuse_limit_bytes as stored). False if memory runs out.
+// layers' weights take at most fuse_limit_bytes as stored). False if memory runs out, or for Storage::f16 if the
+// model does not fit_f16.
 constexpr std::size_t default_fuse_limit_bytes = std::size_t{8} << 20;
 bool init_state(const Model& m, std::size_t capacity, RunState& s,
-                std::size_t fuse_limit_bytes = default_fuse_limit_bytes);
+                std::size_t fuse_limit_bytes = default_fuse_limit_bytes, Storage storage = Storage::as_stored);
 
 // Logits (vocab_size floats, in s.logits) for `token` at position `pos` < s.capacity.
 const float* forward(const Model& m, RunState& s, int token, std::size_t pos);

@@ -1,5 +1,5 @@
 // llama_run: text generation from a llama2.c checkpoint, with run.c's command line and output.
-//   llama_run CHECKPOINT [-t temp] [-p topp] [-s seed] [-n steps] [-i prompt] [-z tokenizer]
+//   llama_run CHECKPOINT [-t temp] [-p topp] [-s seed] [-n steps] [-i prompt] [-z tokenizer] [-w f16]
 // Generated text on stdout, "achieved tok/s: X" on stderr. Exit status 1: bad arguments (usage printed);
 // 2: a checkpoint or tokenizer that cannot be read or is malformed (the message says which field or offset);
 // 3: out of memory.
@@ -36,7 +36,8 @@ namespace {
                "  -s <int>    random seed, default time(NULL)\n"
                "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
                "  -i <string> input prompt\n"
-               "  -z <string> optional path to custom tokenizer\n");
+               "  -z <string> optional path to custom tokenizer\n"
+               "  -w f16      fp32 weights converted to f16 at load (half the bytes per token)\n");
   std::exit(1);
 }
 
@@ -100,6 +101,7 @@ int main(int argc, char** argv) {
   float temperature = 1.0f, topp = 0.9f;
   int steps = 256, seed = 0;
   const char* prompt = "";
+  llama::Storage storage = llama::Storage::as_stored;
   if (argc < 2) usage();
   checkpoint_path = argv[1];
   for (int i = 2; i < argc; i += 2) {
@@ -123,6 +125,10 @@ int main(int argc, char** argv) {
         break;
       case 'z':
         tokenizer_path = value;
+        break;
+      case 'w':
+        if (std::strcmp(value, "f16") != 0) usage();
+        storage = llama::Storage::f16;
         break;
       default:
         usage();
@@ -168,8 +174,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (storage == llama::Storage::f16 && !llama::fits_f16(model)) {
+    std::fprintf(stderr, "llama_run: %s: a weight beyond f16's range (|w| >= 65520): -w f16 refused\n",
+                 checkpoint_path);
+    return 2;
+  }
   llama::RunState state;
-  if (!llama::init_state(model, static_cast<std::size_t>(steps), state)) {
+  if (!llama::init_state(model, static_cast<std::size_t>(steps), state, llama::default_fuse_limit_bytes, storage)) {
     std::fprintf(stderr, "llama_run: out of memory for %d positions\n", steps);
     return 3;
   }

@@ -392,6 +392,50 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
     }
 }
 
+// f rounded to binary16 (to nearest, ties to even), from its definition: 11 significant bits, or multiples of 2^-24
+// below 2^-14.
+double round_to_half(double f) {
+  if (std::abs(f) < std::ldexp(1.0, -14)) return std::nearbyint(std::ldexp(f, 24)) * std::ldexp(1.0, -24);
+  int e = 0;
+  const double m = std::frexp(f, &e);  // |m| in [0.5, 1)
+  return std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);
+}
+
+TEST(LlamaForward, F16StorageMatchesFloat64Reference) {
+  for (const char* name : k_models) {
+    SCOPED_TRACE(name);
+    const auto file = read_file(std::string(name) + "-v0.bin");
+    Bytes b = bytes_of(file);
+    llama::Model m;
+    ASSERT_TRUE(llama::load_checkpoint(b.data(), b.size, m).ok());
+    ASSERT_TRUE(llama::fits_f16(m));
+    RefModel ref = parse_reference(file);
+    // Every matrix in f16; the embedding rows stay fp32 (a shared classifier's copy is rounded, its rows not).
+    for (auto* layer_set : {&ref.wq, &ref.wk, &ref.wv, &ref.wo, &ref.w1, &ref.w2, &ref.w3})
+      for (auto& w : *layer_set)
+        for (double& v : w) v = round_to_half(v);
+    for (double& v : ref.cls) v = round_to_half(v);
+    std::vector<int> tokens;
+    for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
+    const auto want = reference_logits(ref, tokens);
+    for (const std::size_t fuse_limit : {llama::default_fuse_limit_bytes, std::size_t{0}}) {
+      SCOPED_TRACE("fuse limit " + std::to_string(fuse_limit));
+      llama::RunState s;
+      ASSERT_TRUE(llama::init_state(m, tokens.size(), s, fuse_limit, llama::Storage::f16));
+      ASSERT_EQ(s.classifier.format, microattn::Format::f16);
+      for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+        const float* got = llama::forward(m, s, tokens[pos], pos);
+        double max_ref = 0, max_err = 0;
+        for (int i = 0; i < m.config.vocab_size; ++i) {
+          max_ref = std::max(max_ref, std::abs(want[pos][i]));
+          max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
+        }
+        EXPECT_LE(max_err, 2e-5 * max_ref) << "position " << pos;  // float rounding only, as for fp32
+      }
+    }
+  }
+}
+
 // ---- tokenizer -----------------------------------------------------------------------------------------------
 
 std::vector<unsigned char> tokenizer_file(const std::vector<std::pair<std::string, float>>& tokens, int max_len) {

@@ -329,7 +329,9 @@ void rows_dot_1xn_chunk_avx512(const float* q, std::size_t d, const float* k, st
 
 // One row with a long inner dimension (x·Wᵀ with m = 1, k > 256): S keys at a time, each walked whole with U
 // accumulators from its first vector-aligned element (no load of b splits a cache line; q, in L1, takes the
-// misalignment), with a software prefetch 256 bytes ahead in every stream (it runs on into the key's next row).
+// misalignment); AVX2 adds a software prefetch 256 bytes ahead in every stream (it runs on into the key's next row).
+// With AVX-512, where the rows stream from DRAM (a model's classifier, 32000 × 288), that prefetch and a fourth
+// vector per row only cost load slots: two vectors per row and none reach the read bandwidth, and tie at 1024².
 // The elements before the first aligned vector and after the last whole one are one vector each, the products
 // outside them selected away. Four streams measured faster than eight (rows 4 KiB apart share L1 sets) and than
 // one (docs/benchmarks.md "Decoding: few queries, small-m matmul"). The S keys of a group share their alignment
@@ -339,6 +341,7 @@ inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* 
                                                                    std::size_t ldk, vfloat index,
                                                                    vfloat* sums) noexcept {
   constexpr std::size_t prefetch_bytes = 256;
+  constexpr bool prefetch = lanes < 16;
   constexpr std::size_t vector_bytes = lanes * sizeof(float);
   // d > dot_long >= lanes: the head and tail vectors lie within each key
   const std::size_t head = (vector_bytes - reinterpret_cast<std::uintptr_t>(k) % vector_bytes) % vector_bytes /
@@ -359,7 +362,7 @@ inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* 
     // an address past b's end is never dereferenced: the prefetch does not fault, and the integer sum keeps the
     // pointer arithmetic within b
 #pragma GCC unroll 8
-    for (std::size_t r = 0; r < S; ++r)
+    for (std::size_t r = 0; r < (prefetch ? S : 0); ++r)
 #pragma GCC unroll 8
       for (std::size_t c = 0; c < U * lanes; c += line_floats)
         __builtin_prefetch(
@@ -391,7 +394,7 @@ inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* 
 void rows_dot_1xn_stream_x86(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
                              float* s) noexcept {
   constexpr std::size_t S = 4;
-  constexpr std::size_t U = lanes >= 16 ? 4 : 2;  // S·U accumulators: 16 of AVX-512's 32 registers, 8 of 16 else
+  constexpr std::size_t U = 2;  // S·U accumulators
   static_assert(lanes <= 16 && lanes % S == 0, "the lane indices below; whole groups in a vector of keys");
   alignas(64) static constexpr float lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vfloat index = vfloat::load_aligned(lane_index);
