@@ -1,4 +1,4 @@
-// The bad-input contract, one test per row of README "Errors": every entry point, every class of bad
+// The bad-input contract, one test per row of docs/errors.md "Bad arguments": every entry point, every class of bad
 // argument, the Status it returns — and, on every error, not one byte written: each call is followed by a
 // bitwise comparison of the whole output buffer, its row gaps and the guard zones around it (and of the
 // workspace and the layer's caller-visible buffers).
