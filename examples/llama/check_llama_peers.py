@@ -23,10 +23,14 @@ if not (os.path.exists(os.path.join(peers, 'run')) and os.path.exists(os.path.jo
 cases = [['-t', '0', '-n', '64'], ['-t', '0', '-n', '512'], ['-t', '0', '-n', '40', '-i', 'Once upon a time'],
          ['-t', '1', '-p', '0.9', '-s', '42', '-n', '64'], ['-t', '0.8', '-p', '1', '-s', '7', '-n', '64']]
 failures = compared = 0
-for name in ['s260k', 's260k-g4', 'small', 'tiny']:
+model_sets = [(models, name, f'{name}-tok.bin') for name in ['s260k', 's260k-g4', 'small', 'tiny']]
+# The committed model trained by scripts/train_tiny_llama.py, whose greedy texts LlamaTinyModel pins.
+model_sets.append((os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'models'), 'tiny-llama',
+                   'tiny-llama-tokenizer.bin'))
+for where, name, tok_name in model_sets:
     for version, peer in [('v0', 'run'), ('v2', 'runq')]:
-        ckpt = os.path.join(models, f'{name}-{version}.bin')
-        tok = os.path.join(models, f'{name}-tok.bin')
+        ckpt = os.path.join(where, f'{name}-{version}.bin')
+        tok = os.path.join(where, tok_name)
         if version == 'v2':
             head = open(ckpt, 'rb').read(41)
             dim, hidden = struct.unpack('<2i', head[8:16])

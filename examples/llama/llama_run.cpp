@@ -196,6 +196,11 @@ int main(int argc, char** argv) {
   const char* ties_env = std::getenv("LLAMA_RUN_TIES");
   const float tie_rel = ties_env != nullptr ? std::strtof(ties_env, nullptr) : 0.0f;
   const bool report_ties = tie_rel > 0.0f;
+  // LLAMA_RUN_TOKENS=1: the ids of the printed tokens (prompt and generated, BOS excluded) as one stderr line, for
+  // comparing with another implementation's ids where equal text could hide a different tokenization.
+  const char* tokens_env = std::getenv("LLAMA_RUN_TOKENS");
+  const bool report_tokens = tokens_env != nullptr && std::strcmp(tokens_env, "1") == 0;
+  std::vector<int> emitted;
   std::size_t printed = 0;
   int token = prompt_tokens[0];
   int pos = 0;
@@ -219,6 +224,7 @@ int main(int argc, char** argv) {
     const int next = pos < n_prompt - 1 ? prompt_tokens[static_cast<std::size_t>(pos) + 1] : sampler.sample(logits);
     ++pos;
     if (next == llama::Tokenizer::bos) break;
+    if (report_tokens) emitted.push_back(next);
     const std::string piece = tokenizer.decode(token, next);
     if (llama::Tokenizer::printable(piece)) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -232,6 +238,11 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("\n");
+  if (report_tokens) {
+    std::fprintf(stderr, "tokens:");
+    for (int t : emitted) std::fprintf(stderr, " %d", t);
+    std::fprintf(stderr, "\n");
+  }
   if (pos > 1) {
     const double seconds = std::chrono::duration<double>(clock::now() - start).count();
     std::fprintf(stderr, "achieved tok/s: %f\n", seconds > 0 ? (pos - 1) / seconds : 0.0);
