@@ -3,6 +3,7 @@
 
     scripts/export_weights.py MODEL.safetensors --heads 4 [--kv-heads 2] -o weights.h [--name model]
                               [--prefix REGEX] [--format f32|f16|q8 [--group N]] [--list]
+                              [--norm-first] [--activation relu|gelu|gelu_tanh|silu] [--layer-norm-eps EPS]
 
 Reads (numpy; PyTorch only for .pt/.pth):
   .safetensors   parsed directly: 8-byte little-endian header length, JSON header (dtype, shape, data_offsets per
@@ -39,6 +40,25 @@ Writes, for layers 0 .. N-1 in the order of their prefixes (numbers compared as 
   NAME_c_weights[NAME_LAYERS]       microattn_layer_weights, for microattn_layer_init (C API)
   NAME_weights[NAME_LAYERS]         microattn::LayerWeights, for MultiHeadAttention<MaxSeq, NAME_MODEL_DIM,
                                     NAME_HEADS, NAME_KV_HEADS> (C++ only)
+nn.TransformerEncoderLayer blocks: an nn.MultiheadAttention named BASE self_attn. with BASE linear1.weight or
+linear2.weight next to it (and no multihead_attn. or norm3: a decoder layer's attention is exported as before) is
+exported whole, its tensors checked against the attention's model dim:
+  BASE linear1.weight (F x E, F >= 1, the same F in every block), linear1.bias (F), linear2.weight (E x F),
+  linear2.bias (E), norm1.weight, norm1.bias, norm2.weight, norm2.bias (E each); the biases may be missing
+  (bias=False: NULL), the rest may not.
+  NAME_<i>_linear1_weight ... NAME_<i>_norm2_bias   linear1 / linear2 weights in --format (float32 without it,
+                                    q8 scales NAME_<i>_linear1_scales), biases and norms float32
+  NAME_FEED_FORWARD, NAME_ENCODER_LAYERS            macros (the blocks, in layer order: all layers, or those of
+                                    a model that has other attention too)
+  NAME_NORM_FIRST, NAME_ACTIVATION, NAME_LAYER_NORM_EPS   nn.TransformerEncoderLayer's constructor arguments,
+                                    which a state_dict does not hold: --norm-first, --activation (relu by default,
+                                    PyTorch's; "gelu" is the erf form, activation="gelu"), --layer-norm-eps (1e-5)
+  NAME_c_encoder_weights[NAME_ENCODER_LAYERS], NAME_c_encoder_config   microattn_encoder_layer_weights / _config,
+                                    for microattn_encoder_layer_init (C API)
+  NAME_encoder_weights[NAME_ENCODER_LAYERS], NAME_encoder_config   microattn::EncoderLayerWeights /
+                                    EncoderLayerConfig, for TransformerEncoderLayer<MaxSeq, NAME_MODEL_DIM,
+                                    NAME_HEADS, NAME_FEED_FORWARD> (C++ only)
+  A file without blocks gives the header it gave before, byte for byte; the three flags are refused for it.
 The arrays have internal linkage: include the header in one translation unit. The number of heads is not stored
 in a state_dict: give --heads (nn.MultiheadAttention's num_heads). Llama-style models rotate q and k (RoPE)
 before attention, which this layer does not do by itself: the export maps the projections only. The include
@@ -57,7 +77,10 @@ writing nothing (the header is written to a temporary file and renamed over OUTP
   a weight beyond float16's range (--format f16), a --group that does not divide a weight matrix (--format q8);
   a .pt/.pth without PyTorch installed, or one torch.load cannot read as a state_dict (a whole pickled model);
   parts of a layer microattn's layer does not compute: nn.MultiheadAttention(add_bias_kv=True) (bias_k,
-  bias_v), separate q/k/v_proj_weight (kdim or vdim other than embed_dim), per-head q_norm / k_norm.
+  bias_v), separate q/k/v_proj_weight (kdim or vdim other than embed_dim), per-head q_norm / k_norm;
+  an encoder block missing linear1, linear2, norm1.weight or norm2.weight, with a tensor of the wrong shape (or
+  NaN / inf, or not floating point), or blocks of different feed-forward sizes; --norm-first, --activation or
+  --layer-norm-eps for a file without blocks (a --layer-norm-eps negative or not finite: exit 2).
 Tensors no layer uses may be of any dtype (e.g. an int64 num_batches_tracked).
 """
 import argparse

@@ -133,6 +133,19 @@ def mha_tensors(rng, layers=2, prefix="encoder.layers.{}.self_attn.", int_tensor
     return t
 
 
+def encoder_tensors(rng, layers=2, ff=12):
+    """nn.TransformerEncoderLayer(E, HEADS, ff) blocks: the attention of mha_tensors and the feed-forward and
+    norm tensors around it (float32)."""
+    t = mha_tensors(rng, layers, int_tensor=False)
+    for i in range(layers):
+        b = f"encoder.layers.{i}."
+        for key, shape in (("linear1.weight", (ff, E)), ("linear1.bias", (ff,)), ("linear2.weight", (E, ff)),
+                           ("linear2.bias", (E,)), ("norm1.weight", (E,)), ("norm1.bias", (E,)),
+                           ("norm2.weight", (E,)), ("norm2.bias", (E,))):
+            t[b + key] = ("F32", rng.uniform(-0.5, 0.5, shape).astype(np.float32))
+    return t
+
+
 def llama_tensors(rng):
     """One Llama-style layer, grouped-query (1 key/value head of E / HEADS), q/k/v biases, o_proj without."""
     p, hd = "model.layers.0.self_attn.", E // HEADS
@@ -742,6 +755,54 @@ def named_cases(rng):
     st("f16: NaN in q_weight", "NaN", tensors=nan_q, argv=["--format", "f16"])
     cases.append(("q8: bool .npz array as a weight", ".npz", npz_with(p0 + "out_proj.weight", np.ones((E, E), bool)),
                   ["--format", "q8", "--group", "8"], "bool"))
+    # nn.TransformerEncoderLayer blocks: tensors that do not fit together, a missing one, bad values, flags
+    enc = encoder_tensors(rng)
+    b0, b1 = "encoder.layers.0.", "encoder.layers.1."
+
+    def without(tensors, name):
+        return {k: v for k, v in tensors.items() if k != name}
+    f32 = lambda shape: ("F32", rng.uniform(-0.5, 0.5, shape).astype(np.float32))  # noqa: E731
+    st("block: linear1.weight of the wrong model dim", "linear1.weight", tensors=replaced(enc, b0 + "linear1.weight",
+                                                                                        f32((12, E + 1))))
+    st("block: linear1.weight 1-d", "linear1.weight", tensors=replaced(enc, b0 + "linear1.weight", f32((12 * E,))))
+    st("block: linear1.weight with no rows", "linear1.weight", tensors=replaced(enc, b1 + "linear1.weight",
+                                                                              f32((0, E))))
+    st("block: linear2.weight not (E, ff)", "linear2.weight", tensors=replaced(enc, b1 + "linear2.weight",
+                                                                             f32((E, 13))))
+    st("block: linear2.weight transposed", "linear2.weight", tensors=replaced(enc, b0 + "linear2.weight",
+                                                                            f32((12, E))))
+    st("block: linear1.bias of the wrong length", "linear1.bias", tensors=replaced(enc, b0 + "linear1.bias",
+                                                                                 f32((E,))))
+    st("block: linear2.bias of the wrong length", "linear2.bias", tensors=replaced(enc, b1 + "linear2.bias",
+                                                                                 f32((12,))))
+    st("block: norm1.weight of the wrong length", "norm1.weight", tensors=replaced(enc, b0 + "norm1.weight",
+                                                                                 f32((E - 1,))))
+    st("block: norm2.bias 2-d", "norm2.bias", tensors=replaced(enc, b1 + "norm2.bias", f32((1, E))))
+    st("block: norm1.weight missing", "norm1.weight", tensors=without(enc, b0 + "norm1.weight"))
+    st("block: norm2.weight missing", "is missing", tensors=without(enc, b1 + "norm2.weight"))
+    st("block: linear2.weight missing", "linear2.weight", tensors=without(enc, b0 + "linear2.weight"))
+    st("block: linear1.weight missing (linear2 there)", "linear1.weight", tensors=without(enc, b1 + "linear1.weight"))
+    st("block: the layers' feed-forward sizes differ", "feed-forward",
+       tensors=dict(replaced(replaced(enc, b1 + "linear1.weight", f32((16, E))), b1 + "linear2.weight", f32((E, 16))),
+                    **{b1 + "linear1.bias": f32((16,))}))
+    nan_norm = enc[b1 + "norm2.bias"][1].copy()
+    nan_norm[3] = np.nan
+    st("block: NaN in norm2.bias", "NaN", tensors=replaced(enc, b1 + "norm2.bias", ("F32", nan_norm)))
+    inf_ff = enc[b0 + "linear1.weight"][1].copy()
+    inf_ff[2, 1] = -np.inf
+    st("block: inf in linear1.weight (q8)", "NaN or inf", tensors=replaced(enc, b0 + "linear1.weight",
+                                                                          ("F32", inf_ff)), argv=["--format", "q8"])
+    st("block: int linear2.weight", "I64", tensors=replaced(enc, b0 + "linear2.weight",
+                                                            ("I64", np.ones((E, 12), np.int64))))
+    big_ff = enc[b1 + "linear2.weight"][1].copy()
+    big_ff[1, 1] = 70000.0
+    st("block f16: linear2.weight beyond float16's range", "float16's range",
+       tensors=replaced(enc, b1 + "linear2.weight", ("F32", big_ff)), argv=["--format", "f16"])
+    # 64 divides every attention matrix (8 x 8) but not linear1's 12 x 8
+    st("block q8: --group dividing the attention but not linear1", "linear1.weight",
+       argv=["--format", "q8", "--group", "64"], tensors=enc)
+    st("block flags on a file without blocks", "--activation", argv=["--activation", "gelu"])
+    st("--norm-first on a file without blocks", "--norm-first", argv=["--norm-first"])
     if have_torch():
         import fractions
         import torch
@@ -1093,7 +1154,11 @@ def main():
                             ("--group 1.5", ["--heads", "2", "--format", "q8", "--group", "1.5"]),
                             ("--group x", ["--heads", "2", "--format", "q8", "--group", "x"]),
                             ("--group with --format f16", ["--heads", "2", "--format", "f16", "--group", "8"]),
-                            ("--group without --format", ["--heads", "2", "--group", "8"])):
+                            ("--group without --format", ["--heads", "2", "--group", "8"]),
+                            ("--activation tanh", ["--heads", "2", "--activation", "tanh"]),
+                            ("--layer-norm-eps -1", ["--heads", "2", "--layer-norm-eps", "-1"]),
+                            ("--layer-norm-eps nan", ["--heads", "2", "--layer-norm-eps", "nan"]),
+                            ("--layer-norm-eps inf", ["--heads", "2", "--layer-norm-eps", "inf"])):
             args = [good] + argv + ["-o", output]
             prepare_output(output, False)
             code, _, err, tb = run_subprocess(export, args)

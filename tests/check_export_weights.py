@@ -11,6 +11,10 @@ int8 values and scales as llama2.c's quantization written with torch ops), and e
 microattn_linear (C, NAME_c_matrices) and microattn::linear (C++, NAME_matrices) against a float64 product with
 the decoded weights, within linear's bound, with canaries around y. A .pt state_dict gives the same header as
 the .safetensors one when PyTorch is installed (skipped with a message otherwise).
+Then nn.TransformerEncoderLayer blocks (an nn.Transformer-like file: a decoder layer that must stay
+attention-only, an encoder layer with biases and one without): the block arrays hold the file's numbers in every
+format, and C and C++ programs check that NAME_encoder_weights / NAME_c_encoder_weights point at them with their
+shapes and that the config carries --norm-first / --activation / --layer-norm-eps.
 Usage: check_export_weights.py EXPORT_SCRIPT INCLUDE_DIR LIBRARY CC CXX [LINK_FLAG...]"""
 import re
 import json
@@ -31,6 +35,7 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL:", what)
+    return bool(cond)
 
 
 def write_safetensors(path, tensors):
@@ -594,6 +599,125 @@ def check_torch_module(tmp, export, include, library, cc, cxx, link_flags):
     compare("PyTorch nn.TransformerEncoder via the .npz line (C++)", got[1], want)
 
 
+BLOCK_KEYS = (("linear1.weight", "linear1_weight"), ("linear1.bias", "linear1_bias"),
+              ("linear2.weight", "linear2_weight"), ("linear2.bias", "linear2_bias"),
+              ("norm1.weight", "norm1_weight"), ("norm1.bias", "norm1_bias"), ("norm2.weight", "norm2_weight"),
+              ("norm2.bias", "norm2_bias"))
+
+
+def check_blocks(tmp, export, include, library, cc, cxx, link_flags, rng):
+    """nn.TransformerEncoderLayer blocks: an nn.Transformer-like state_dict (a decoder layer, whose attention is
+    exported as before but which is no encoder block, and two encoder layers, the second without biases as
+    bias=False writes it): the block arrays hold the file's numbers in each format, the encoder initializers
+    point at them with the right shapes (checked by C and C++ programs compiled with -Werror), the macros and
+    configs carry the flags."""
+    ff = 24
+    t = {}
+    for i in range(2):
+        b = f"transformer.encoder.layers.{i}."
+        t[b + "self_attn.in_proj_weight"] = rng.uniform(-0.3, 0.3, (3 * E, E))
+        t[b + "self_attn.out_proj.weight"] = rng.uniform(-0.3, 0.3, (E, E))
+        shapes = {"linear1.weight": (ff, E), "linear1.bias": (ff,), "linear2.weight": (E, ff), "linear2.bias": (E,),
+                  "norm1.weight": (E,), "norm1.bias": (E,), "norm2.weight": (E,), "norm2.bias": (E,)}
+        for key, shape in shapes.items():
+            if i == 1 and key.endswith(".bias"):
+                continue  # bias=False
+            t[b + key] = rng.uniform(-0.5, 0.5, shape)
+        if i == 0:
+            t[b + "self_attn.in_proj_bias"] = rng.uniform(-0.3, 0.3, 3 * E)
+            t[b + "self_attn.out_proj.bias"] = rng.uniform(-0.3, 0.3, E)
+    d = "transformer.decoder.layers.0."
+    for a in ("self_attn.", "multihead_attn."):
+        t[d + a + "in_proj_weight"] = rng.uniform(-0.3, 0.3, (3 * E, E))
+        t[d + a + "out_proj.weight"] = rng.uniform(-0.3, 0.3, (E, E))
+    for key, shape in (("linear1.weight", (ff, E)), ("linear2.weight", (E, ff)), ("norm1.weight", (E,)),
+                       ("norm2.weight", (E,)), ("norm3.weight", (E,))):
+        t[d + key] = rng.uniform(-0.5, 0.5, shape)
+    t = {k: v.astype(np.float32) for k, v in t.items()}
+    path = os.path.join(tmp, "transformer.safetensors")
+    write_safetensors(path, {k: ("F32", v) for k, v in t.items()})
+    # layers in name order: decoder multihead_attn (0), decoder self_attn (1), encoder 0 (2), encoder 1 (3)
+    blocks = {2: "transformer.encoder.layers.0.", 3: "transformer.encoder.layers.1."}
+    for fmt, flags in ((None, []), ("f32", ["--norm-first"]), ("f16", ["--activation", "silu"]),
+                       ("q8", ["--activation", "gelu_tanh", "--layer-norm-eps", "1e-6", "--norm-first"])):
+        name = f"blk_{fmt}"
+        header = os.path.join(tmp, name + ".h")
+        argv = [export, path, "--heads", str(HEADS), "-o", header, "--name", name] + flags
+        r = subprocess.run(argv + (["--format", fmt] if fmt else []), capture_output=True, text=True)
+        what = f"encoder blocks, --format {fmt}"
+        if not check(r.returncode == 0, f"{what}: exit {r.returncode} {r.stderr.strip()}"):
+            continue
+        with open(header) as f:
+            text = f.read()
+        arrays = header_arrays(text)
+        up = name.upper()
+        norm_first = "--norm-first" in flags
+        act = flags[flags.index("--activation") + 1] if "--activation" in flags else "relu"
+        for macro, value in (("LAYERS", 4), ("FEED_FORWARD", ff), ("ENCODER_LAYERS", 2), ("NORM_FIRST", int(norm_first)),
+                             ("ACTIVATION", "MICROATTN_ACTIVATION_" + act.upper())):
+            check(f"#define {up}_{macro} {value}\n" in text, f"{what}: #define {up}_{macro} {value}")
+        eps = float(flags[flags.index("--layer-norm-eps") + 1]) if "--layer-norm-eps" in flags else 1e-5
+        m = re.search(rf"^#define {up}_LAYER_NORM_EPS (\S+)f$", text, re.M)
+        check(m is not None and np.float32(float(m.group(1))) == np.float32(eps), f"{what}: LAYER_NORM_EPS")
+        check(not any(k.startswith(f"{name}_0_linear") or k.startswith(f"{name}_1_norm") for k in arrays),
+              f"{what}: the decoder layer got block arrays")
+        cpp_checks, c_checks = [], []
+        for j, (i, base) in enumerate(blocks.items()):
+            for theirs, field in BLOCK_KEYS:
+                ident = f"{name}_{i}_{field}"
+                src = t.get(base + theirs)
+                if src is None:
+                    check(ident not in arrays, f"{what}: {ident} for a tensor the file does not hold")
+                    cpp_checks.append(f"bad |= w[{j}].{field} != nullptr;")
+                    c_checks.append(f"bad |= cw[{j}].{field} != NULL;")
+                    continue
+                if not check(ident in arrays, f"{what}: no {ident}"):
+                    continue
+                if field.endswith("_weight") and field.startswith("linear"):
+                    decoded_weights(f"{what} {ident}", arrays, ident, src.astype(np.float64), fmt or "f32", None)
+                    rows, cols = src.shape
+                    mat = field[:-len("_weight")]
+                    scales = f"{name}_{i}_{mat}_scales" if fmt == "q8" else None
+                    for lang, v, null in (("cpp", "w", "nullptr"), ("c", "cw", "NULL")):
+                        cond = (f"bad |= {v}[{j}].{mat}.data != {ident} || {v}[{j}].{mat}.rows != {rows} || "
+                                f"{v}[{j}].{mat}.cols != {cols} || {v}[{j}].{mat}.scales != {scales or null};")
+                        (cpp_checks if lang == "cpp" else c_checks).append(cond)
+                else:
+                    check(np.array_equal(arrays[ident][1], src), f"{what}: {ident} values")
+                    cpp_checks.append(f"bad |= w[{j}].{field} != {ident};")
+                    c_checks.append(f"bad |= cw[{j}].{field} != {ident};")
+            for part in ("q", "k", "v", "out"):  # the block's self_attn is the layer's own attention
+                cpp_checks.append(f"bad |= w[{j}].self_attn.{part}.data != {name}_{i}_{part}_weight;")
+                c_checks.append(f"bad |= cw[{j}].self_attn.{part}.data != {name}_{i}_{part}_weight;")
+            bias = f"{name}_{i}_q_bias" if i == 2 else None
+            cpp_checks.append(f"bad |= w[{j}].self_attn.q_bias != {bias or 'nullptr'};")
+            c_checks.append(f"bad |= cw[{j}].self_attn.q_bias != {bias or 'NULL'};")
+        act_cpp = {"relu": "relu", "gelu": "gelu", "silu": "silu", "gelu_tanh": "gelu_tanh"}[act]
+        cpp_checks.append(f"bad |= {name}_encoder_config.norm_first != {str(norm_first).lower()} || "
+                          f"{name}_encoder_config.activation != microattn::Activation::{act_cpp} || "
+                          f"{name}_encoder_config.layer_norm_eps != {float(np.float32(eps))!r}f;")
+        c_checks.append(f"bad |= {name}_c_encoder_config.norm_first != {int(norm_first)} || "
+                        f"{name}_c_encoder_config.activation != MICROATTN_ACTIVATION_{act.upper()} || "
+                        f"{name}_c_encoder_config.layer_norm_eps != {float(np.float32(eps))!r}f;")
+        for lang, compiler, suffix, std, body, w in (
+                ("C++", cxx, ".cpp", "-std=c++17", cpp_checks, f"const microattn::EncoderLayerWeights* w = "
+                                                               f"{name}_encoder_weights;"),
+                ("C", cc, ".c", "-std=c99", c_checks, f"const microattn_encoder_layer_weights* cw = "
+                                                      f"{name}_c_encoder_weights;")):
+            src = os.path.join(tmp, f"{name}_check{suffix}")
+            exe = os.path.join(tmp, f"{name}_check_{lang.replace('+', 'p')}")
+            with open(src, "w") as f:
+                f.write(f'#include <stdio.h>\n#include "{name}.h"\nint main(void) {{\n  int bad = 0;\n  {w}\n  ' +
+                        "\n  ".join(body) + '\n  puts(bad ? "bad" : "ok");\n  return bad;\n}\n')
+            r = subprocess.run([compiler, std, "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-Wno-float-equal",
+                                "-I", include, "-I", tmp, src, "-o", exe], capture_output=True, text=True)
+            if not check(r.returncode == 0, f"{what}: the {lang} program does not compile: {r.stderr[:2000]}"):
+                continue
+            r = subprocess.run([exe], capture_output=True, text=True)
+            check(r.returncode == 0 and r.stdout.strip() == "ok", f"{what}: {lang} initializers wrong")
+    print("encoder blocks: arrays, macros and C / C++ initializers (none, f32, f16, q8 with the config flags)")
+
+
 def main():
     export, include, library, cc, cxx = sys.argv[1:6]
     link_flags = sys.argv[6:]
@@ -674,6 +798,7 @@ def main():
 
         # 4. weight formats
         check_formats(tmp, export, include, library, cc, cxx, link_flags, rng)
+        check_blocks(tmp, export, include, library, cc, cxx, link_flags, rng)
         check_torch_module(tmp, export, include, library, cc, cxx, link_flags)
 
     print("FAILED" if failures else "PASSED", f"({len(failures)} failures)")
