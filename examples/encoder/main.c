@@ -27,10 +27,9 @@ int main(void) {
   int mismatches = 0, right = 0;
   size_t b, i, l;
   for (l = 0; l < MODEL_ENCODER_LAYERS; ++l) {
-    const microattn_status s =
-        microattn_encoder_layer_init(&layers[l], FRAMES, DIM, MODEL_HEADS, MODEL_FEED_FORWARD,
-                                     &model_c_encoder_weights[l], &model_c_encoder_config, caches[l], CACHE_FLOATS,
-                                     scratch, SCRATCH_FLOATS);
+    const microattn_status s = microattn_encoder_layer_init(&layers[l], FRAMES, DIM, MODEL_HEADS, MODEL_FEED_FORWARD,
+                                                            &model_c_encoder_weights[l], &model_c_encoder_config,
+                                                            caches[l], CACHE_FLOATS, scratch, SCRATCH_FLOATS);
     if (s != MICROATTN_OK) {
       printf("init failed: %s\n", microattn_status_string(s));
       return 1;
@@ -76,8 +75,8 @@ int main(void) {
     right += (int)best == encoder_labels[b];
     printf("window %u: class %u (label %d)\n", (unsigned)b, (unsigned)best, encoder_labels[b]);
   }
-  printf("max |y - torch float64| %.3g; against the %s: max error %.3g, max error / tolerance %.3g: %s\n",
-         max_vs_torch, f16 ? "f16-weight reference" : "reference", max_error, max_ratio,
+  printf("max |y - torch float64| %.3g; against the %s: max error %.3g, max error / tolerance %.3g: %s\n", max_vs_torch,
+         f16 ? "f16-weight reference" : "reference", max_error, max_ratio,
          mismatches == 0 && right == ENCODER_BATCH ? "PASS" : "FAIL");
   return mismatches == 0 && right == ENCODER_BATCH ? 0 : 1;
 }

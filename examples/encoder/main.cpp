@@ -41,6 +41,7 @@ static float x[frames * dim];
 constexpr bool q8 = MODEL_FORMAT == MICROATTN_FORMAT_Q8;
 constexpr bool f16 = MODEL_FORMAT == MICROATTN_FORMAT_F16;
 constexpr double u = 1.0 / 16777216.0;
+constexpr const char* format_name = q8 ? "q8" : (f16 ? "f16" : "f32");
 static const char* const names[ENCODER_CLASSES] = {"rising", "falling", "steady", "alternating"};
 
 int main() {
@@ -72,8 +73,8 @@ int main() {
       for (std::size_t c = 0; c < dim; ++c) pooled[c] += x[t * dim + c] / float{frames};
     float logits[ENCODER_CLASSES];
     const ma::Status status = ma::linear(ma::make_view(static_cast<const float*>(pooled), 1, dim),
-                                         ma::weights_f32(encoder_head_weight, ENCODER_CLASSES, dim),
-                                         encoder_head_bias, ma::make_view(logits, 1, ENCODER_CLASSES));
+                                         ma::weights_f32(encoder_head_weight, ENCODER_CLASSES, dim), encoder_head_bias,
+                                         ma::make_view(logits, 1, ENCODER_CLASSES));
     if (status != ma::Status::ok) {
       std::printf("head failed: %s\n", ma::to_string(status));
       return 1;
@@ -86,8 +87,7 @@ int main() {
   }
   std::printf("microattn %s: 2 x TransformerEncoderLayer<%u, %u, %u, %u>, %s weights, %u + %u bytes of RAM in .bss\n",
               ma::simd_arch(), unsigned{frames}, unsigned{dim}, unsigned{MODEL_HEADS}, unsigned{MODEL_FEED_FORWARD},
-              q8 ? "q8" : f16 ? "f16" : "f32", unsigned{MODEL_ENCODER_LAYERS * Layer::ram_bytes},
-              unsigned{sizeof scratch});
+              format_name, unsigned{MODEL_ENCODER_LAYERS * Layer::ram_bytes}, unsigned{sizeof scratch});
   std::printf("max |y - torch float64| %.3g; against the %s: max error %.3g, max error / tolerance %.3g: %s\n",
               max_vs_torch, f16 ? "f16-weight reference" : "reference", max_error, max_ratio,
               mismatches == 0 && right == ENCODER_BATCH ? "PASS" : "FAIL");
