@@ -272,9 +272,11 @@ class NotExportable(Exception):
     pass
 
 
-def expected_layers(ref):
+def expected_layers(ref, with_shapes=False):
     """{prefix: {field: float32 values}} the exporter must write for a file holding ref (NotExportable if it
-    must not export it)."""
+    must not export it), with nn.TransformerEncoderLayer blocks' fields too; with_shapes: also {prefix: {field:
+    shape}}."""
+    feed_forward, shapes = set(), {}
     def tensor(name, required=True, ndim=None):
         if name not in ref:
             if required:
@@ -316,8 +318,30 @@ def expected_layers(ref):
             layer["out_weight"] = ref[p + out + ".weight"]
         if tensor(p + out + ".bias", False, 1) is not None:
             layer["out_bias"] = ref[p + out + ".bias"]
+        base = p[:-len("self_attn.")] if out == "out_proj" and p.endswith("self_attn.") else None
+        if base is not None and (base + "linear1.weight" in ref or base + "linear2.weight" in ref) and not (
+                base + "norm3.weight" in ref or any(n.startswith(base + "multihead_attn.") for n in ref)):
+            # an nn.TransformerEncoderLayer: its feed-forward and norms, shapes from the attention's model dim
+            w1 = tensor(base + "linear1.weight", ndim=2)
+            ff = w1.shape[0]
+            if ff == 0 or w1.shape[1] != e:
+                raise NotExportable(f"{base}linear1.weight shape {w1.shape}")
+            feed_forward.add(ff)
+            for theirs, shape, required in (("linear1.weight", (ff, e), True), ("linear1.bias", (ff,), False),
+                                            ("linear2.weight", (e, ff), True), ("linear2.bias", (e,), False),
+                                            ("norm1.weight", (e,), True), ("norm1.bias", (e,), False),
+                                            ("norm2.weight", (e,), True), ("norm2.bias", (e,), False)):
+                t = tensor(base + theirs, required)
+                if t is None:
+                    continue
+                if t.shape != shape:
+                    raise NotExportable(f"{base}{theirs} shape {t.shape}, not {shape}")
+                layer[theirs.replace(".", "_")] = t
         layers[p] = {k: np.asarray(v).astype(np.float32).ravel() for k, v in layer.items()}
-    return layers
+        shapes[p] = {k: np.shape(v) for k, v in layer.items()}
+    if len(feed_forward) > 1:
+        raise NotExportable(f"encoder blocks of feed-forward sizes {sorted(feed_forward)}")
+    return (layers, shapes) if with_shapes else layers
 
 
 def as_comment(text):
@@ -402,7 +426,7 @@ def q8_differs(q, scales, w, group):
     return ""
 
 
-WEIGHT_FIELDS = ("q_weight", "k_weight", "v_weight", "out_weight")
+WEIGHT_FIELDS = ("q_weight", "k_weight", "v_weight", "out_weight", "linear1_weight", "linear2_weight")
 
 
 def format_header_matches(text, ref, name, fmt, group):
@@ -410,7 +434,7 @@ def format_header_matches(text, ref, name, fmt, group):
     if ref is None:
         return "exported a file that breaks the format (or that numpy cannot read)"
     try:
-        want = expected_layers(ref)
+        want, shapes = expected_layers(ref, with_shapes=True)
         prefixes = {int(i): p for i, p in re.findall(r"^/\* layer (\d+): '(.*)' \*/$", text, re.M)}
         arrays = typed_arrays(text)
         if len(prefixes) != len(want):
@@ -423,7 +447,6 @@ def format_header_matches(text, ref, name, fmt, group):
             p = by_comment.get(comment)
             if p is None:
                 return f"layer {i} '{comment}' is no layer of the file"
-            d = int(round(want[p]["q_weight"].size ** 0.5))
             for field, values in want[p].items():
                 ident = f"{name}_{i}_{field}"
                 seen.add(ident)
@@ -437,7 +460,7 @@ def format_header_matches(text, ref, name, fmt, group):
                     if ctype != "uint16_t" or not np.array_equal(got, expected_f16(values)):
                         return f"{ident}: not the binary16 rounding of the file's values"
                 else:
-                    n = group or d
+                    n = group or shapes[p][field][1]  # default: one scale per row
                     if values.size % n:
                         raise NotExportable(f"--group {n} does not divide {ident}")
                     scales = arrays.get(ident[:-len("_weight")] + "_scales", (None, None))[1]
@@ -1279,7 +1302,7 @@ def main():
 
         # 3. fuzzing
         r = random.Random(2023)
-        st_fixtures = [mha_tensors(rng), llama_tensors(rng), mha_tensors(rng, layers=1)]
+        st_fixtures = [mha_tensors(rng), llama_tensors(rng), mha_tensors(rng, layers=1), encoder_tensors(rng)]
         npz_fixtures = [as_arrays(t) for t in st_fixtures]
         stats, format_stats, compiled, before = {}, {}, 0, len(failures)
         for n in range(FUZZ_CASES):
