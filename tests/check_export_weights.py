@@ -11,7 +11,8 @@ int8 values and scales as llama2.c's quantization written with torch ops), and e
 microattn_linear (C, NAME_c_matrices) and microattn::linear (C++, NAME_matrices) against a float64 product with
 the decoded weights, within linear's bound, with canaries around y. A .pt state_dict gives the same header as
 the .safetensors one when PyTorch is installed (skipped with a message otherwise).
-Then nn.TransformerEncoderLayer blocks (an nn.Transformer-like file: a decoder layer that must stay
+With PyTorch, also whole nn.TransformerEncoder blocks against its float64 forward (post- and pre-norm, ReLU and
+GELU, f32 and q8; wrong --activation / --norm-first must miss it). Then nn.TransformerEncoderLayer blocks (an nn.Transformer-like file: a decoder layer that must stay
 attention-only, an encoder layer with biases and one without): the block arrays hold the file's numbers in every
 format, and C and C++ programs check that NAME_encoder_weights / NAME_c_encoder_weights point at them with their
 shapes and that the config carries --norm-first / --activation / --layer-norm-eps.
@@ -597,6 +598,68 @@ def check_torch_module(tmp, export, include, library, cc, cxx, link_flags):
     got = run_programs(tmp, header, "tm", range(2), x[0].numpy(), include, library, cc, cxx, link_flags)
     compare("PyTorch nn.TransformerEncoder via the .npz line (C API)", got[0], want)
     compare("PyTorch nn.TransformerEncoder via the .npz line (C++)", got[1], want)
+    check_torch_blocks(tmp, export, include, library, cxx, link_flags)
+
+
+def check_torch_blocks(tmp, export, include, library, cxx, link_flags):
+    """Whole nn.TransformerEncoder blocks against PyTorch's float64 forward: both norm orders, the activations
+    PyTorch's layer takes (relu, gelu), f32 and q8, exported with the flags that say how the model was built,
+    run layer after layer through TransformerEncoderLayer (the blocks' documented tolerance: 1e-4 of the output's
+    magnitude; q8 by its quantization, 3e-2); the same file exported with the wrong --activation or without
+    --norm-first must miss it."""
+    import torch
+    ff = 32
+    for norm_first, act in ((False, "relu"), (True, "gelu")):
+        torch.manual_seed(5 if norm_first else 6)
+        model = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+            E, HEADS, ff, activation=act, norm_first=norm_first, batch_first=True), 2, enable_nested_tensor=False)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.uniform_(-0.3, 0.3) if "norm" not in n else p.uniform_(0.5, 1.5)
+        model.eval()
+        x = torch.rand(1, TOKENS, E, dtype=torch.float32) * 2 - 1
+        with torch.no_grad():
+            want = model.double()(x.double())[0].numpy()
+        model.float()
+        npz = os.path.join(tmp, "blocks.npz")
+        np.savez(npz, **{k: v.detach().float().numpy() for k, v in model.state_dict().items()})
+        right = (["--norm-first"] if norm_first else []) + ["--activation", act]
+        wrong = ["--activation", "gelu" if act == "relu" else "relu"] + (["--norm-first"] if norm_first else [])
+        for fmt, flags, tol in (("f32", right, 1e-4), ("q8", right, 3e-2), ("f32", wrong, None),
+                                ("f32", right[1:] if norm_first else ["--norm-first"] + right, None)):
+            name = "tb"
+            header = os.path.join(tmp, "tb.h")
+            subprocess.run([export, npz, "--heads", str(HEADS), "--format", fmt, "-o", header, "--name", name] + flags,
+                           check=True, capture_output=True)
+            xs = ", ".join("%.9gf" % v for v in x.numpy().ravel())
+            src = f"""#include <cstdio>
+#include "tb.h"
+static float x[{TOKENS * E}] = {{{xs}}};
+using Layer = microattn::TransformerEncoderLayer<{MAX_SEQ}, TB_MODEL_DIM, TB_HEADS, TB_FEED_FORWARD>;
+static Layer layers[] = {{Layer{{tb_encoder_weights[0], tb_encoder_config}},
+                          Layer{{tb_encoder_weights[1], tb_encoder_config}}}};
+int main() {{
+  for (Layer& layer : layers)
+    if (layer.forward(microattn::make_view(x, {TOKENS}, {E}), microattn::make_view(x, {TOKENS}, {E})) !=
+        microattn::Status::ok) return 1;
+  for (float v : x) std::printf("%.9g\\n", double{{v}});
+}}
+"""
+            path, exe = os.path.join(tmp, "tb.cpp"), os.path.join(tmp, "tb_cpp")
+            with open(path, "w") as f:
+                f.write(src)
+            subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", include, "-I", tmp,
+                            "-c", path, "-o", exe + ".o"], check=True)
+            subprocess.run([cxx, exe + ".o", library, "-o", exe, "-lm"] + link_flags, check=True)
+            out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+            got = np.array([float(v) for v in out]).reshape(TOKENS, E)
+            err = np.abs(got - want).max() / np.abs(want).max()
+            what = f"nn.TransformerEncoder(norm_first={norm_first}, {act}) --format {fmt} {' '.join(flags)}"
+            if tol is not None:
+                check(err <= tol, f"{what}: error {err:.3g} of max|y|, over {tol}")
+            else:
+                check(err > 1e-2, f"{what}: the wrong flags gave the right output (error {err:.3g})")
+            print(f"{what}: max error / max|y| {err:.3g}" + ("" if tol else " (wrong flags: must be large)"))
 
 
 BLOCK_KEYS = (("linear1.weight", "linear1_weight"), ("linear1.bias", "linear1_bias"),
