@@ -532,7 +532,8 @@ def find_block(source, tensors, prefix, layer, get):
         if t is None:
             if field in BLOCK_REQUIRED:
                 raise ExportError(source, f"{shown(base + theirs)} is missing: the nn.TransformerEncoderLayer "
-                                          f"{base!r} needs linear1, linear2, norm1 and norm2 (--prefix can leave it out)")
+                                          f"{base!r} needs linear1, linear2, norm1 and norm2 (--prefix can leave it "
+                                          "out)")
             continue
         layer[field] = (shown(base + theirs), t)
     layer["block"] = base
@@ -827,7 +828,8 @@ def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encode
         which = "" if len(blocks) == len(layers) else f" (layers {', '.join(map(str, blocks))})"
         out += ["", f"/* Encoder blocks{which}. C API: microattn_encoder_layer_init(&layer, max_seq, MODEL_DIM, HEADS, "
                     "FEED_FORWARD,",
-                " * &NAME_c_encoder_weights[i], &NAME_c_encoder_config, cache, cache_floats, scratch, scratch_floats) */",
+                " * &NAME_c_encoder_weights[i], &NAME_c_encoder_config, cache, cache_floats, scratch, "
+                "scratch_floats) */",
                 f"static const microattn_encoder_layer_config {name}_c_encoder_config {upper}_UNUSED = "
                 f"{{{upper}_NORM_FIRST, {upper}_ACTIVATION, {upper}_LAYER_NORM_EPS}};",
                 f"static const microattn_encoder_layer_weights {name}_c_encoder_weights[{upper}_ENCODER_LAYERS] "

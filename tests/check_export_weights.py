@@ -12,10 +12,11 @@ microattn_linear (C, NAME_c_matrices) and microattn::linear (C++, NAME_matrices)
 the decoded weights, within linear's bound, with canaries around y. A .pt state_dict gives the same header as
 the .safetensors one when PyTorch is installed (skipped with a message otherwise).
 With PyTorch, also whole nn.TransformerEncoder blocks against its float64 forward (post- and pre-norm, ReLU and
-GELU, f32 and q8; wrong --activation / --norm-first must miss it). Then nn.TransformerEncoderLayer blocks (an nn.Transformer-like file: a decoder layer that must stay
-attention-only, an encoder layer with biases and one without): the block arrays hold the file's numbers in every
-format, and C and C++ programs check that NAME_encoder_weights / NAME_c_encoder_weights point at them with their
-shapes and that the config carries --norm-first / --activation / --layer-norm-eps.
+GELU, f32 and q8; wrong --activation / --norm-first must miss it). Then nn.TransformerEncoderLayer blocks (an
+nn.Transformer-like file: a decoder layer that must stay attention-only, an encoder layer with biases and one
+without): the block arrays hold the file's numbers in every format, and C and C++ programs check that
+NAME_encoder_weights / NAME_c_encoder_weights point at them with their shapes and that the config carries
+--norm-first / --activation / --layer-norm-eps.
 Usage: check_export_weights.py EXPORT_SCRIPT INCLUDE_DIR LIBRARY CC CXX [LINK_FLAG...]"""
 import re
 import json
@@ -716,8 +717,8 @@ def check_blocks(tmp, export, include, library, cc, cxx, link_flags, rng):
         up = name.upper()
         norm_first = "--norm-first" in flags
         act = flags[flags.index("--activation") + 1] if "--activation" in flags else "relu"
-        for macro, value in (("LAYERS", 4), ("FEED_FORWARD", ff), ("ENCODER_LAYERS", 2), ("NORM_FIRST", int(norm_first)),
-                             ("ACTIVATION", "MICROATTN_ACTIVATION_" + act.upper())):
+        for macro, value in (("LAYERS", 4), ("FEED_FORWARD", ff), ("ENCODER_LAYERS", 2),
+                             ("NORM_FIRST", int(norm_first)), ("ACTIVATION", "MICROATTN_ACTIVATION_" + act.upper())):
             check(f"#define {up}_{macro} {value}\n" in text, f"{what}: #define {up}_{macro} {value}")
         eps = float(flags[flags.index("--layer-norm-eps") + 1]) if "--layer-norm-eps" in flags else 1e-5
         m = re.search(rf"^#define {up}_LAYER_NORM_EPS (\S+)f$", text, re.M)
