@@ -3,6 +3,7 @@
 
     scripts/export_weights.py MODEL.safetensors --heads 4 [--kv-heads 2] -o weights.h [--name model]
                               [--prefix REGEX] [--format f32|f16|q8 [--group N]] [--list]
+                              [--norm-first] [--activation relu|gelu|gelu_tanh|silu] [--layer-norm-eps EPS]
 
 Reads (numpy; PyTorch only for .pt/.pth):
   .safetensors   parsed directly: 8-byte little-endian header length, JSON header (dtype, shape, data_offsets per
@@ -39,6 +40,25 @@ Writes, for layers 0 .. N-1 in the order of their prefixes (numbers compared as 
   NAME_c_weights[NAME_LAYERS]       microattn_layer_weights, for microattn_layer_init (C API)
   NAME_weights[NAME_LAYERS]         microattn::LayerWeights, for MultiHeadAttention<MaxSeq, NAME_MODEL_DIM,
                                     NAME_HEADS, NAME_KV_HEADS> (C++ only)
+nn.TransformerEncoderLayer blocks: an nn.MultiheadAttention named BASE self_attn. with BASE linear1.weight or
+linear2.weight next to it (and no multihead_attn. or norm3: a decoder layer's attention is exported as before) is
+exported whole, its tensors checked against the attention's model dim:
+  BASE linear1.weight (F x E, F >= 1, the same F in every block), linear1.bias (F), linear2.weight (E x F),
+  linear2.bias (E), norm1.weight, norm1.bias, norm2.weight, norm2.bias (E each); the biases may be missing
+  (bias=False: NULL), the rest may not.
+  NAME_<i>_linear1_weight ... NAME_<i>_norm2_bias   linear1 / linear2 weights in --format (float32 without it,
+                                    q8 scales NAME_<i>_linear1_scales), biases and norms float32
+  NAME_FEED_FORWARD, NAME_ENCODER_LAYERS            macros (the blocks, in layer order: all layers, or those of
+                                    a model that has other attention too)
+  NAME_NORM_FIRST, NAME_ACTIVATION, NAME_LAYER_NORM_EPS   nn.TransformerEncoderLayer's constructor arguments,
+                                    which a state_dict does not hold: --norm-first, --activation (relu by default,
+                                    PyTorch's; "gelu" is the erf form, activation="gelu"), --layer-norm-eps (1e-5)
+  NAME_c_encoder_weights[NAME_ENCODER_LAYERS], NAME_c_encoder_config   microattn_encoder_layer_weights / _config,
+                                    for microattn_encoder_layer_init (C API)
+  NAME_encoder_weights[NAME_ENCODER_LAYERS], NAME_encoder_config   microattn::EncoderLayerWeights /
+                                    EncoderLayerConfig, for TransformerEncoderLayer<MaxSeq, NAME_MODEL_DIM,
+                                    NAME_HEADS, NAME_FEED_FORWARD> (C++ only)
+  A file without blocks gives the header it gave before, byte for byte; the three flags are refused for it.
 The arrays have internal linkage: include the header in one translation unit. The number of heads is not stored
 in a state_dict: give --heads (nn.MultiheadAttention's num_heads). Llama-style models rotate q and k (RoPE)
 before attention, which this layer does not do by itself: the export maps the projections only. The include
@@ -57,7 +77,10 @@ writing nothing (the header is written to a temporary file and renamed over OUTP
   a weight beyond float16's range (--format f16), a --group that does not divide a weight matrix (--format q8);
   a .pt/.pth without PyTorch installed, or one torch.load cannot read as a state_dict (a whole pickled model);
   parts of a layer microattn's layer does not compute: nn.MultiheadAttention(add_bias_kv=True) (bias_k,
-  bias_v), separate q/k/v_proj_weight (kdim or vdim other than embed_dim), per-head q_norm / k_norm.
+  bias_v), separate q/k/v_proj_weight (kdim or vdim other than embed_dim), per-head q_norm / k_norm;
+  an encoder block missing linear1, linear2, norm1.weight or norm2.weight, with a tensor of the wrong shape (or
+  NaN / inf, or not floating point), or blocks of different feed-forward sizes; --norm-first, --activation or
+  --layer-norm-eps for a file without blocks (a --layer-norm-eps negative or not finite: exit 2).
 Tensors no layer uses may be of any dtype (e.g. an int64 num_batches_tracked).
 """
 import argparse
@@ -480,8 +503,40 @@ def find_layers(source, tensors, prefix_filter):
             layer["out_weight"] = (shown(p + out + ".weight"), w)
         if b is not None:
             layer["out_bias"] = (shown(p + out + ".bias"), b)
+        if kind == "mha":
+            find_block(source, tensors, p, layer, get)
         layers.append((p, layer))
     return layers
+
+
+def block_base(tensors, prefix):
+    """The name prefix of the nn.TransformerEncoderLayer whose self_attn is prefix, or None: a block has
+    linear1 or linear2 next to self_attn; a decoder layer (multihead_attn, norm3) is not one."""
+    if not prefix.endswith("self_attn."):
+        return None
+    base = prefix[:-len("self_attn.")]
+    if base + "linear1.weight" not in tensors and base + "linear2.weight" not in tensors:
+        return None
+    if any(n.startswith(base + "multihead_attn.") for n in tensors) or base + "norm3.weight" in tensors:
+        return None  # nn.TransformerDecoderLayer: its attention only, as before
+    return base
+
+
+def find_block(source, tensors, prefix, layer, get):
+    """Adds the feed-forward and norm tensors of the encoder block around layer (BLOCK_FIELDS), if it is one."""
+    base = block_base(tensors, prefix)
+    if base is None:
+        return
+    for field, theirs in zip(BLOCK_FIELDS, BLOCK_NAMES):
+        t = get(base + theirs)
+        if t is None:
+            if field in BLOCK_REQUIRED:
+                raise ExportError(source, f"{shown(base + theirs)} is missing: the nn.TransformerEncoderLayer "
+                                          f"{base!r} needs linear1, linear2, norm1 and norm2 (--prefix can leave it "
+                                          "out)")
+            continue
+        layer[field] = (shown(base + theirs), t)
+    layer["block"] = base
 
 
 def check_shapes(source, prefix, layer, heads, kv_heads):
@@ -515,7 +570,18 @@ def check_shapes(source, prefix, layer, heads, kv_heads):
     for key, shape in want.items():
         if key in layer and tuple(layer[key][1].shape) != shape:
             fail_tensor(layer[key][0], f"has shape {tuple(layer[key][1].shape)}, expected {shape}")
-    for key in FIELDS:  # every number the header would hold
+    if "block" in layer:
+        fname, f1 = layer["linear1_weight"]
+        if f1.ndim != 2 or f1.shape[1] != d or f1.shape[0] == 0:
+            fail_tensor(fname, f"has shape {tuple(f1.shape)}, expected (feed-forward >= 1, {d}) (model dim {d})")
+        ff = f1.shape[0]
+        want = {"linear1_bias": (ff,), "linear2_weight": (d, ff), "linear2_bias": (d,), "norm1_weight": (d,),
+                "norm1_bias": (d,), "norm2_weight": (d,), "norm2_bias": (d,)}
+        for key, shape in want.items():
+            if key in layer and tuple(layer[key][1].shape) != shape:
+                fail_tensor(layer[key][0], f"has shape {tuple(layer[key][1].shape)}, expected {shape} (model dim "
+                                           f"{d}, feed-forward {ff} from linear1)")
+    for key in FIELDS + BLOCK_FIELDS:  # every number the header would hold
         if key in layer and not np.all(np.isfinite(layer[key][1])):
             bad = np.flatnonzero(~np.isfinite(layer[key][1]))
             fail_tensor(layer[key][0], f"holds NaN or inf ({bad.size} value(s), the first at flat index {bad[0]})")
@@ -523,6 +589,13 @@ def check_shapes(source, prefix, layer, heads, kv_heads):
 
 
 FIELDS = ("q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")
+# nn.TransformerEncoderLayer's tensors around self_attn, as the header names them and as PyTorch does
+BLOCK_FIELDS = ("linear1_weight", "linear1_bias", "linear2_weight", "linear2_bias", "norm1_weight", "norm1_bias",
+                "norm2_weight", "norm2_bias")
+BLOCK_NAMES = tuple(f.replace("_", ".") for f in BLOCK_FIELDS)
+BLOCK_REQUIRED = ("linear1_weight", "linear2_weight", "norm1_weight", "norm2_weight")
+BLOCK_WEIGHTS = ("linear1_weight", "linear2_weight")
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELU_TANH", "silu": "SILU"}
 
 
 def c_floats(values):
@@ -584,7 +657,7 @@ def encode(source, layers, fmt, group):
     """{(layer index, weight field): (storage array, scales or None, group or 0)} in format fmt."""
     encoded = {}
     for i, (_, layer) in enumerate(layers):
-        for field in WEIGHTS:
+        for field in WEIGHTS + BLOCK_WEIGHTS:
             if field not in layer:
                 continue
             label, w = layer[field]
@@ -604,12 +677,18 @@ def encode(source, layers, fmt, group):
     return encoded
 
 
-def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encoded=None):
-    """The header; fmt None: the float32 header of earlier versions, byte for byte."""
+def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encoded=None, block=None):
+    """The header; fmt None: the float32 header of earlier versions, byte for byte, for attention layers only.
+    block: None, or (feed-forward, norm_first, activation, eps) when some layers are encoder blocks (their
+    feed-forward weights then in fmt, float32 for None, with encoded holding them)."""
     upper = name.upper()
     macros = {f"{upper}_{m}" for m in ("UNUSED", "MODEL_DIM", "HEADS", "KV_HEADS", "LAYERS")}
     if fmt is not None:
         macros.add(f"{upper}_FORMAT")
+    blocks = [i for i, (_, layer) in enumerate(layers) if "block" in layer]
+    if blocks:
+        macros |= {f"{upper}_{m}" for m in ("FEED_FORWARD", "ENCODER_LAYERS", "NORM_FIRST", "ACTIVATION",
+                                            "LAYER_NORM_EPS")}
     guard = include_guard(path, macros)
     if fmt is None:
         stored = "Weights in"
@@ -626,11 +705,18 @@ def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encode
         " * nn.Linear layout (out x in, row-major); the arrays have internal linkage: include this header in one",
         " * translation unit. */",
         f"#ifndef {guard}", f"#define {guard}", "", "#include <stddef.h>"]
+    if blocks:
+        ff = block[0]
+        out[3:4] = [" * translation unit.",
+                    f" * {len(blocks)} encoder block(s) (nn.TransformerEncoderLayer): feed-forward {ff}; linear1 / "
+                    "linear2 weights stored as the attention's, their biases and the norms float32. */"]
     if fmt in ("f16", "q8"):
         out.append("#include <stdint.h>")
     out += ["", "#include <microattn/microattn.h>", "#ifdef __cplusplus", "#include <microattn/layers.hpp>"]
-    if fmt is not None:
+    if fmt is not None or blocks:
         out.append("#include <microattn/weights.hpp>")
+    if blocks:
+        out.append("#include <microattn/blocks.hpp>")
     out += ["#endif", "",
             "#if defined(__GNUC__)", f"#define {upper}_UNUSED __attribute__((unused))", "#else",
             f"#define {upper}_UNUSED", "#endif", "",
@@ -638,18 +724,30 @@ def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encode
             f"#define {upper}_LAYERS {len(layers)}"]
     if fmt is not None:
         out.append(f"#define {upper}_FORMAT MICROATTN_FORMAT_{FORMATS[fmt]}")
+    if blocks:
+        ff, norm_first, activation, eps = block
+        out += [f"#define {upper}_FEED_FORWARD {ff}", f"#define {upper}_ENCODER_LAYERS {len(blocks)}",
+                "/* Not in a state_dict: as given to the exporter (--norm-first, --activation, --layer-norm-eps) */",
+                f"#define {upper}_NORM_FIRST {int(norm_first)}",
+                f"#define {upper}_ACTIVATION MICROATTN_ACTIVATION_{ACTIVATIONS[activation]}",
+                f"#define {upper}_LAYER_NORM_EPS {c_floats([eps]).strip().rstrip(',')}"]
     out += ["", "/* clang-format off */"]
-    refs, matrices = [], []
+    refs, matrices, block_refs = [], [], {}
     for i, (prefix, layer) in enumerate(layers):
         out.append(f"/* layer {i}: '{c_comment(prefix)}' */")
         row, mats = [], {}
-        for field in FIELDS:
+        fields = FIELDS
+        if "block" in layer:
+            fields = FIELDS + BLOCK_FIELDS
+        for field in fields:
+            if field in BLOCK_FIELDS and field == BLOCK_FIELDS[0]:
+                out.append(f"/* encoder block {i}: '{c_comment(layer['block'])}' (feed-forward and norms) */")
             if field not in layer:
                 row.append("NULL")
                 continue
             t = layer[field][1]
             ident = f"{name}_{i}_{field}"
-            if fmt in ("f16", "q8") and field in WEIGHTS:
+            if fmt in ("f16", "q8") and field in WEIGHTS + BLOCK_WEIGHTS:
                 data, scales, group = encoded[i, field]
                 ctype = "uint16_t" if fmt == "f16" else "int8_t"
                 out.append(f"static const {ctype} {ident}[{data.size}] {upper}_UNUSED = {{")
@@ -665,9 +763,10 @@ def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encode
                 out.append(c_floats(t))
                 out.append("};")
             row.append(ident)
-            if field in WEIGHTS:
+            if field in WEIGHTS + BLOCK_WEIGHTS:
                 mats[field] = (ident, t.shape)
-        refs.append(row)
+        block_refs[i] = row[len(FIELDS):]
+        refs.append(row[:len(FIELDS)])
         matrices.append(mats)
     if fmt in (None, "f32"):
         out += ["", "/* C API: microattn_layer_init(&layer, max_seq, MODEL_DIM, HEADS, KV_HEADS, &NAME_c_weights[i], ...) */",
@@ -678,33 +777,42 @@ def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encode
                 f"static const microattn::LayerWeights {name}_weights[{upper}_LAYERS] {upper}_UNUSED = {{"]
         out += ["    {" + ", ".join("nullptr" if x == "NULL" else x for x in r) + "}," for r in refs]
         out += ["};", "#endif"]
+    format_macro = f"{upper}_FORMAT" if fmt is not None else "MICROATTN_FORMAT_F32"
+
+    def c_matrix(i, field):
+        if field not in matrices[i]:
+            return "{MICROATTN_FORMAT_F32, NULL, 0, 0, NULL, 0}"
+        ident, (rows, cols) = matrices[i][field]
+        _, scales, group = encoded[i, field]
+        if scales is None:
+            return f"{{{format_macro}, {ident}, {rows}, {cols}, NULL, 0}}"
+        return f"{{{format_macro}, {ident}, {rows}, {cols}, {ident[:-len('_weight')]}_scales, {group}}}"
+
+    def cpp_matrix(i, field):
+        if field not in matrices[i]:
+            return "microattn::WeightMatrix{}"
+        ident, (rows, cols) = matrices[i][field]
+        _, scales, group = encoded[i, field]
+        if scales is None:
+            return f"microattn::weights_{fmt or 'f32'}({ident}, {rows}, {cols})"
+        return f"microattn::weights_q8({ident}, {ident[:-len('_weight')]}_scales, {rows}, {cols}, {group})"
+
+    def matrices_row(i, matrix, null, indent="    "):
+        r = dict(zip(FIELDS, refs[i]))
+        bias = [null if r[f] == "NULL" else r[f] for f in ("q_bias", "k_bias", "v_bias")]
+        out_bias = null if r["out_bias"] == "NULL" else r["out_bias"]
+        parts = [matrix(i, "q_weight"), matrix(i, "k_weight"), matrix(i, "v_weight"), ", ".join(bias),
+                 matrix(i, "out_weight"), out_bias]
+        return indent + "{" + (",\n " + indent).join(parts) + "},"
+
+    def encoder_row(i, matrix, null):
+        r = {f: (null if v == "NULL" else v) for f, v in zip(BLOCK_FIELDS, block_refs[i])}
+        parts = [matrices_row(i, matrix, null, "     ")[5:-1], matrix(i, "linear1_weight"), r["linear1_bias"],
+                 matrix(i, "linear2_weight"), r["linear2_bias"],
+                 ", ".join(r[f] for f in ("norm1_weight", "norm1_bias", "norm2_weight", "norm2_bias"))]
+        return f"    /* layer {i} */\n    {{" + ",\n     ".join(parts) + "},"
+
     if fmt is not None:
-        def c_matrix(i, field):
-            if field not in matrices[i]:
-                return "{MICROATTN_FORMAT_F32, NULL, 0, 0, NULL, 0}"
-            ident, (rows, cols) = matrices[i][field]
-            _, scales, group = encoded[i, field]
-            if scales is None:
-                return f"{{{upper}_FORMAT, {ident}, {rows}, {cols}, NULL, 0}}"
-            return f"{{{upper}_FORMAT, {ident}, {rows}, {cols}, {ident[:-len('_weight')]}_scales, {group}}}"
-
-        def cpp_matrix(i, field):
-            if field not in matrices[i]:
-                return "microattn::WeightMatrix{}"
-            ident, (rows, cols) = matrices[i][field]
-            _, scales, group = encoded[i, field]
-            if scales is None:
-                return f"microattn::weights_{fmt}({ident}, {rows}, {cols})"
-            return f"microattn::weights_q8({ident}, {ident[:-len('_weight')]}_scales, {rows}, {cols}, {group})"
-
-        def matrices_row(i, matrix, null):
-            r = dict(zip(FIELDS, refs[i]))
-            bias = [null if r[f] == "NULL" else r[f] for f in ("q_bias", "k_bias", "v_bias")]
-            out_bias = null if r["out_bias"] == "NULL" else r["out_bias"]
-            parts = [matrix(i, "q_weight"), matrix(i, "k_weight"), matrix(i, "v_weight"), ", ".join(bias),
-                     matrix(i, "out_weight"), out_bias]
-            return "    {" + ",\n     ".join(parts) + "},"
-
         out += ["", "/* C API: microattn_layer_init_matrices(&layer, max_seq, MODEL_DIM, HEADS, KV_HEADS, "
                     "&NAME_c_matrices[i], ...);",
                 " * one projection: microattn_linear(x, &NAME_c_matrices[i].q, NAME_c_matrices[i].q_bias, y) */",
@@ -715,6 +823,27 @@ def header_text(path, name, source, layers, d, heads, kv_heads, fmt=None, encode
                 " * one projection: microattn::linear(x, NAME_matrices[i].q, NAME_matrices[i].q_bias, y) */",
                 f"static const microattn::LayerWeightMatrices {name}_matrices[{upper}_LAYERS] {upper}_UNUSED = {{"]
         out += [matrices_row(i, cpp_matrix, "nullptr") for i in range(len(layers))]
+        out += ["};", "#endif"]
+    if blocks:
+        which = "" if len(blocks) == len(layers) else f" (layers {', '.join(map(str, blocks))})"
+        out += ["", f"/* Encoder blocks{which}. C API: microattn_encoder_layer_init(&layer, max_seq, MODEL_DIM, HEADS, "
+                    "FEED_FORWARD,",
+                " * &NAME_c_encoder_weights[i], &NAME_c_encoder_config, cache, cache_floats, scratch, "
+                "scratch_floats) */",
+                f"static const microattn_encoder_layer_config {name}_c_encoder_config {upper}_UNUSED = "
+                f"{{{upper}_NORM_FIRST, {upper}_ACTIVATION, {upper}_LAYER_NORM_EPS}};",
+                f"static const microattn_encoder_layer_weights {name}_c_encoder_weights[{upper}_ENCODER_LAYERS] "
+                f"{upper}_UNUSED = {{"]
+        out += [encoder_row(i, c_matrix, "NULL") for i in blocks]
+        out += ["};", "", "#ifdef __cplusplus",
+                "/* C++: microattn::TransformerEncoderLayer<MaxSeq, MODEL_DIM, HEADS, FEED_FORWARD> "
+                "layer{NAME_encoder_weights[i], NAME_encoder_config} */",
+                f"static const microattn::EncoderLayerConfig {name}_encoder_config {upper}_UNUSED = "
+                f"{{{upper}_NORM_FIRST != 0, static_cast<microattn::Activation>({upper}_ACTIVATION), "
+                f"{upper}_LAYER_NORM_EPS}};",
+                f"static const microattn::EncoderLayerWeights {name}_encoder_weights[{upper}_ENCODER_LAYERS] "
+                f"{upper}_UNUSED = {{"]
+        out += [encoder_row(i, cpp_matrix, "nullptr") for i in blocks]
         out += ["};", "#endif"]
     out += ["/* clang-format on */", "", f"#endif /* {guard} */", ""]
     return "\n".join(out)
@@ -764,8 +893,8 @@ def export(args):
             t = tensors[n]
             note = f"  ({t.what}: not usable as weights)" if isinstance(t, Unusable) else ""
             print(f"{shown(n)}: {tuple(t.shape)}{note}")
-        for p, _ in find_layers(args.input, tensors, args.prefix):
-            print(f"layer {p!r}")
+        for p, layer in find_layers(args.input, tensors, args.prefix):
+            print(f"layer {p!r}" + (f" (encoder block {layer['block']!r})" if "block" in layer else ""))
         return
     layers = find_layers(args.input, tensors, args.prefix)
     if not layers:
@@ -774,14 +903,30 @@ def export(args):
     if len(dims) != 1:
         raise ExportError(args.input, f"the layers differ in model dim or key/value heads: {sorted(dims)}")
     (d, kv_heads), = dims
+    block = None
+    feed_forward = sorted({layer["linear1_weight"][1].shape[0] for _, layer in layers if "block" in layer})
+    if len(feed_forward) > 1:
+        raise ExportError(args.input, f"the encoder blocks differ in feed-forward size (linear1 rows): {feed_forward}")
+    if feed_forward:
+        block = (feed_forward[0], args.norm_first, args.activation or "relu",
+                 1e-5 if args.layer_norm_eps is None else args.layer_norm_eps)
+    elif args.norm_first or args.activation is not None or args.layer_norm_eps is not None:
+        raise ExportError(args.input, "--norm-first, --activation and --layer-norm-eps are for "
+                                      "nn.TransformerEncoderLayer blocks (linear1, linear2, norm1, norm2 next to "
+                                      "self_attn), and it has none")
     if os.path.exists(args.output) and os.path.samefile(args.input, args.output):
         raise ExportError(args.output, "is the input: the header would replace the model")
-    encoded = None if args.format is None else encode(args.input, layers, args.format, args.group)
+    encoded = None
+    if args.format is not None or block is not None:
+        encoded = encode(args.input, layers, args.format or "f32", args.group)
     write_atomically(args.output, header_text(args.output, args.name, args.input, layers, d, args.heads, kv_heads,
-                                              args.format, encoded))
+                                              args.format, encoded, block))
     stored = "" if args.format is None else f", {args.format} weights"
     if args.format == "q8":
         stored += f" (group {args.group})" if args.group is not None else " (one scale per row)"
+    if block is not None:
+        stored += (f", {sum('block' in layer for _, layer in layers)} encoder block(s) with feed-forward "
+                   f"{block[0]}")
     print(f"{args.output}: {len(layers)} layer(s), model dim {d}, {args.heads} heads, {kv_heads} key/value heads"
           f"{stored}")
 
@@ -801,12 +946,19 @@ def main(argv=None):
                                                                 "without weight matrices)")
     ap.add_argument("--group", type=int, help="q8: elements per scale, consecutive in row-major order (default: "
                                               "one scale per row)")
+    # nn.TransformerEncoderLayer's constructor arguments, which its state_dict does not hold
+    ap.add_argument("--norm-first", action="store_true", help="encoder blocks: norm_first=True (pre-norm)")
+    ap.add_argument("--activation", choices=sorted(ACTIVATIONS), help="encoder blocks: the feed-forward activation "
+                                                                      "(default relu; PyTorch's 'gelu' is gelu)")
+    ap.add_argument("--layer-norm-eps", type=float, help="encoder blocks: layer_norm_eps (default 1e-5)")
     args = ap.parse_args(argv)
     if args.group is not None:
         if args.format != "q8":
             ap.error("--group is for --format q8 only")
         if args.group < 1:
             ap.error(f"--group must be at least 1 (got {args.group})")
+    if args.layer_norm_eps is not None and not 0 <= args.layer_norm_eps <= 3.4028234663852886e38:
+        ap.error(f"--layer-norm-eps must be finite and >= 0 (got {args.layer_norm_eps})")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
         ap.error(f"--name {args.name!r} is not a C identifier (ASCII letters, digits and _, not starting with a "
                  "digit)")

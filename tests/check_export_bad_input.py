@@ -133,6 +133,19 @@ def mha_tensors(rng, layers=2, prefix="encoder.layers.{}.self_attn.", int_tensor
     return t
 
 
+def encoder_tensors(rng, layers=2, ff=12):
+    """nn.TransformerEncoderLayer(E, HEADS, ff) blocks: the attention of mha_tensors and the feed-forward and
+    norm tensors around it (float32)."""
+    t = mha_tensors(rng, layers, int_tensor=False)
+    for i in range(layers):
+        b = f"encoder.layers.{i}."
+        for key, shape in (("linear1.weight", (ff, E)), ("linear1.bias", (ff,)), ("linear2.weight", (E, ff)),
+                           ("linear2.bias", (E,)), ("norm1.weight", (E,)), ("norm1.bias", (E,)),
+                           ("norm2.weight", (E,)), ("norm2.bias", (E,))):
+            t[b + key] = ("F32", rng.uniform(-0.5, 0.5, shape).astype(np.float32))
+    return t
+
+
 def llama_tensors(rng):
     """One Llama-style layer, grouped-query (1 key/value head of E / HEADS), q/k/v biases, o_proj without."""
     p, hd = "model.layers.0.self_attn.", E // HEADS
@@ -259,9 +272,11 @@ class NotExportable(Exception):
     pass
 
 
-def expected_layers(ref):
+def expected_layers(ref, with_shapes=False):
     """{prefix: {field: float32 values}} the exporter must write for a file holding ref (NotExportable if it
-    must not export it)."""
+    must not export it), with nn.TransformerEncoderLayer blocks' fields too; with_shapes: also {prefix: {field:
+    shape}}."""
+    feed_forward, shapes = set(), {}
     def tensor(name, required=True, ndim=None):
         if name not in ref:
             if required:
@@ -303,8 +318,30 @@ def expected_layers(ref):
             layer["out_weight"] = ref[p + out + ".weight"]
         if tensor(p + out + ".bias", False, 1) is not None:
             layer["out_bias"] = ref[p + out + ".bias"]
+        base = p[:-len("self_attn.")] if out == "out_proj" and p.endswith("self_attn.") else None
+        if base is not None and (base + "linear1.weight" in ref or base + "linear2.weight" in ref) and not (
+                base + "norm3.weight" in ref or any(n.startswith(base + "multihead_attn.") for n in ref)):
+            # an nn.TransformerEncoderLayer: its feed-forward and norms, shapes from the attention's model dim
+            w1 = tensor(base + "linear1.weight", ndim=2)
+            ff = w1.shape[0]
+            if ff == 0 or w1.shape[1] != e:
+                raise NotExportable(f"{base}linear1.weight shape {w1.shape}")
+            feed_forward.add(ff)
+            for theirs, shape, required in (("linear1.weight", (ff, e), True), ("linear1.bias", (ff,), False),
+                                            ("linear2.weight", (e, ff), True), ("linear2.bias", (e,), False),
+                                            ("norm1.weight", (e,), True), ("norm1.bias", (e,), False),
+                                            ("norm2.weight", (e,), True), ("norm2.bias", (e,), False)):
+                t = tensor(base + theirs, required)
+                if t is None:
+                    continue
+                if t.shape != shape:
+                    raise NotExportable(f"{base}{theirs} shape {t.shape}, not {shape}")
+                layer[theirs.replace(".", "_")] = t
         layers[p] = {k: np.asarray(v).astype(np.float32).ravel() for k, v in layer.items()}
-    return layers
+        shapes[p] = {k: np.shape(v) for k, v in layer.items()}
+    if len(feed_forward) > 1:
+        raise NotExportable(f"encoder blocks of feed-forward sizes {sorted(feed_forward)}")
+    return (layers, shapes) if with_shapes else layers
 
 
 def as_comment(text):
@@ -389,7 +426,7 @@ def q8_differs(q, scales, w, group):
     return ""
 
 
-WEIGHT_FIELDS = ("q_weight", "k_weight", "v_weight", "out_weight")
+WEIGHT_FIELDS = ("q_weight", "k_weight", "v_weight", "out_weight", "linear1_weight", "linear2_weight")
 
 
 def format_header_matches(text, ref, name, fmt, group):
@@ -397,7 +434,7 @@ def format_header_matches(text, ref, name, fmt, group):
     if ref is None:
         return "exported a file that breaks the format (or that numpy cannot read)"
     try:
-        want = expected_layers(ref)
+        want, shapes = expected_layers(ref, with_shapes=True)
         prefixes = {int(i): p for i, p in re.findall(r"^/\* layer (\d+): '(.*)' \*/$", text, re.M)}
         arrays = typed_arrays(text)
         if len(prefixes) != len(want):
@@ -410,7 +447,6 @@ def format_header_matches(text, ref, name, fmt, group):
             p = by_comment.get(comment)
             if p is None:
                 return f"layer {i} '{comment}' is no layer of the file"
-            d = int(round(want[p]["q_weight"].size ** 0.5))
             for field, values in want[p].items():
                 ident = f"{name}_{i}_{field}"
                 seen.add(ident)
@@ -424,7 +460,7 @@ def format_header_matches(text, ref, name, fmt, group):
                     if ctype != "uint16_t" or not np.array_equal(got, expected_f16(values)):
                         return f"{ident}: not the binary16 rounding of the file's values"
                 else:
-                    n = group or d
+                    n = group or shapes[p][field][1]  # default: one scale per row
                     if values.size % n:
                         raise NotExportable(f"--group {n} does not divide {ident}")
                     scales = arrays.get(ident[:-len("_weight")] + "_scales", (None, None))[1]
@@ -742,6 +778,54 @@ def named_cases(rng):
     st("f16: NaN in q_weight", "NaN", tensors=nan_q, argv=["--format", "f16"])
     cases.append(("q8: bool .npz array as a weight", ".npz", npz_with(p0 + "out_proj.weight", np.ones((E, E), bool)),
                   ["--format", "q8", "--group", "8"], "bool"))
+    # nn.TransformerEncoderLayer blocks: tensors that do not fit together, a missing one, bad values, flags
+    enc = encoder_tensors(rng)
+    b0, b1 = "encoder.layers.0.", "encoder.layers.1."
+
+    def without(tensors, name):
+        return {k: v for k, v in tensors.items() if k != name}
+    f32 = lambda shape: ("F32", rng.uniform(-0.5, 0.5, shape).astype(np.float32))  # noqa: E731
+    st("block: linear1.weight of the wrong model dim", "linear1.weight", tensors=replaced(enc, b0 + "linear1.weight",
+                                                                                        f32((12, E + 1))))
+    st("block: linear1.weight 1-d", "linear1.weight", tensors=replaced(enc, b0 + "linear1.weight", f32((12 * E,))))
+    st("block: linear1.weight with no rows", "linear1.weight", tensors=replaced(enc, b1 + "linear1.weight",
+                                                                              f32((0, E))))
+    st("block: linear2.weight not (E, ff)", "linear2.weight", tensors=replaced(enc, b1 + "linear2.weight",
+                                                                             f32((E, 13))))
+    st("block: linear2.weight transposed", "linear2.weight", tensors=replaced(enc, b0 + "linear2.weight",
+                                                                            f32((12, E))))
+    st("block: linear1.bias of the wrong length", "linear1.bias", tensors=replaced(enc, b0 + "linear1.bias",
+                                                                                 f32((E,))))
+    st("block: linear2.bias of the wrong length", "linear2.bias", tensors=replaced(enc, b1 + "linear2.bias",
+                                                                                 f32((12,))))
+    st("block: norm1.weight of the wrong length", "norm1.weight", tensors=replaced(enc, b0 + "norm1.weight",
+                                                                                 f32((E - 1,))))
+    st("block: norm2.bias 2-d", "norm2.bias", tensors=replaced(enc, b1 + "norm2.bias", f32((1, E))))
+    st("block: norm1.weight missing", "norm1.weight", tensors=without(enc, b0 + "norm1.weight"))
+    st("block: norm2.weight missing", "is missing", tensors=without(enc, b1 + "norm2.weight"))
+    st("block: linear2.weight missing", "linear2.weight", tensors=without(enc, b0 + "linear2.weight"))
+    st("block: linear1.weight missing (linear2 there)", "linear1.weight", tensors=without(enc, b1 + "linear1.weight"))
+    st("block: the layers' feed-forward sizes differ", "feed-forward",
+       tensors=dict(replaced(replaced(enc, b1 + "linear1.weight", f32((16, E))), b1 + "linear2.weight", f32((E, 16))),
+                    **{b1 + "linear1.bias": f32((16,))}))
+    nan_norm = enc[b1 + "norm2.bias"][1].copy()
+    nan_norm[3] = np.nan
+    st("block: NaN in norm2.bias", "NaN", tensors=replaced(enc, b1 + "norm2.bias", ("F32", nan_norm)))
+    inf_ff = enc[b0 + "linear1.weight"][1].copy()
+    inf_ff[2, 1] = -np.inf
+    st("block: inf in linear1.weight (q8)", "NaN or inf", tensors=replaced(enc, b0 + "linear1.weight",
+                                                                          ("F32", inf_ff)), argv=["--format", "q8"])
+    st("block: int linear2.weight", "I64", tensors=replaced(enc, b0 + "linear2.weight",
+                                                            ("I64", np.ones((E, 12), np.int64))))
+    big_ff = enc[b1 + "linear2.weight"][1].copy()
+    big_ff[1, 1] = 70000.0
+    st("block f16: linear2.weight beyond float16's range", "float16's range",
+       tensors=replaced(enc, b1 + "linear2.weight", ("F32", big_ff)), argv=["--format", "f16"])
+    # 64 divides every attention matrix (8 x 8) but not linear1's 12 x 8
+    st("block q8: --group dividing the attention but not linear1", "linear1.weight",
+       argv=["--format", "q8", "--group", "64"], tensors=enc)
+    st("block flags on a file without blocks", "--activation", argv=["--activation", "gelu"])
+    st("--norm-first on a file without blocks", "--norm-first", argv=["--norm-first"])
     if have_torch():
         import fractions
         import torch
@@ -1093,7 +1177,11 @@ def main():
                             ("--group 1.5", ["--heads", "2", "--format", "q8", "--group", "1.5"]),
                             ("--group x", ["--heads", "2", "--format", "q8", "--group", "x"]),
                             ("--group with --format f16", ["--heads", "2", "--format", "f16", "--group", "8"]),
-                            ("--group without --format", ["--heads", "2", "--group", "8"])):
+                            ("--group without --format", ["--heads", "2", "--group", "8"]),
+                            ("--activation tanh", ["--heads", "2", "--activation", "tanh"]),
+                            ("--layer-norm-eps -1", ["--heads", "2", "--layer-norm-eps", "-1"]),
+                            ("--layer-norm-eps nan", ["--heads", "2", "--layer-norm-eps", "nan"]),
+                            ("--layer-norm-eps inf", ["--heads", "2", "--layer-norm-eps", "inf"])):
             args = [good] + argv + ["-o", output]
             prepare_output(output, False)
             code, _, err, tb = run_subprocess(export, args)
@@ -1214,7 +1302,7 @@ def main():
 
         # 3. fuzzing
         r = random.Random(2023)
-        st_fixtures = [mha_tensors(rng), llama_tensors(rng), mha_tensors(rng, layers=1)]
+        st_fixtures = [mha_tensors(rng), llama_tensors(rng), mha_tensors(rng, layers=1), encoder_tensors(rng)]
         npz_fixtures = [as_arrays(t) for t in st_fixtures]
         stats, format_stats, compiled, before = {}, {}, 0, len(failures)
         for n in range(FUZZ_CASES):

@@ -11,6 +11,12 @@ int8 values and scales as llama2.c's quantization written with torch ops), and e
 microattn_linear (C, NAME_c_matrices) and microattn::linear (C++, NAME_matrices) against a float64 product with
 the decoded weights, within linear's bound, with canaries around y. A .pt state_dict gives the same header as
 the .safetensors one when PyTorch is installed (skipped with a message otherwise).
+With PyTorch, also whole nn.TransformerEncoder blocks against its float64 forward (post- and pre-norm, ReLU and
+GELU, f32 and q8; wrong --activation / --norm-first must miss it). Then nn.TransformerEncoderLayer blocks (an
+nn.Transformer-like file: a decoder layer that must stay attention-only, an encoder layer with biases and one
+without): the block arrays hold the file's numbers in every format, and C and C++ programs check that
+NAME_encoder_weights / NAME_c_encoder_weights point at them with their shapes and that the config carries
+--norm-first / --activation / --layer-norm-eps.
 Usage: check_export_weights.py EXPORT_SCRIPT INCLUDE_DIR LIBRARY CC CXX [LINK_FLAG...]"""
 import re
 import json
@@ -31,6 +37,7 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL:", what)
+    return bool(cond)
 
 
 def write_safetensors(path, tensors):
@@ -592,6 +599,187 @@ def check_torch_module(tmp, export, include, library, cc, cxx, link_flags):
     got = run_programs(tmp, header, "tm", range(2), x[0].numpy(), include, library, cc, cxx, link_flags)
     compare("PyTorch nn.TransformerEncoder via the .npz line (C API)", got[0], want)
     compare("PyTorch nn.TransformerEncoder via the .npz line (C++)", got[1], want)
+    check_torch_blocks(tmp, export, include, library, cxx, link_flags)
+
+
+def check_torch_blocks(tmp, export, include, library, cxx, link_flags):
+    """Whole nn.TransformerEncoder blocks against PyTorch's float64 forward: both norm orders, the activations
+    PyTorch's layer takes (relu, gelu), f32 and q8, exported with the flags that say how the model was built,
+    run layer after layer through TransformerEncoderLayer (the blocks' documented tolerance: 1e-4 of the output's
+    magnitude; q8 by its quantization, 3e-2); the same file exported with the wrong --activation or without
+    --norm-first must miss it."""
+    import torch
+    ff = 32
+    for norm_first, act in ((False, "relu"), (True, "gelu")):
+        torch.manual_seed(5 if norm_first else 6)
+        model = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+            E, HEADS, ff, activation=act, norm_first=norm_first, batch_first=True), 2, enable_nested_tensor=False)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.uniform_(-0.3, 0.3) if "norm" not in n else p.uniform_(0.5, 1.5)
+        model.eval()
+        x = torch.rand(1, TOKENS, E, dtype=torch.float32) * 2 - 1
+        with torch.no_grad():
+            want = model.double()(x.double())[0].numpy()
+        model.float()
+        npz = os.path.join(tmp, "blocks.npz")
+        np.savez(npz, **{k: v.detach().float().numpy() for k, v in model.state_dict().items()})
+        right = (["--norm-first"] if norm_first else []) + ["--activation", act]
+        wrong = ["--activation", "gelu" if act == "relu" else "relu"] + (["--norm-first"] if norm_first else [])
+        for fmt, flags, tol in (("f32", right, 1e-4), ("q8", right, 3e-2), ("f32", wrong, None),
+                                ("f32", right[1:] if norm_first else ["--norm-first"] + right, None)):
+            name = "tb"
+            header = os.path.join(tmp, "tb.h")
+            subprocess.run([export, npz, "--heads", str(HEADS), "--format", fmt, "-o", header, "--name", name] + flags,
+                           check=True, capture_output=True)
+            xs = ", ".join("%.9gf" % v for v in x.numpy().ravel())
+            src = f"""#include <cstdio>
+#include "tb.h"
+static float x[{TOKENS * E}] = {{{xs}}};
+using Layer = microattn::TransformerEncoderLayer<{MAX_SEQ}, TB_MODEL_DIM, TB_HEADS, TB_FEED_FORWARD>;
+static Layer layers[] = {{Layer{{tb_encoder_weights[0], tb_encoder_config}},
+                          Layer{{tb_encoder_weights[1], tb_encoder_config}}}};
+int main() {{
+  for (Layer& layer : layers)
+    if (layer.forward(microattn::make_view(x, {TOKENS}, {E}), microattn::make_view(x, {TOKENS}, {E})) !=
+        microattn::Status::ok) return 1;
+  for (float v : x) std::printf("%.9g\\n", double{{v}});
+}}
+"""
+            path, exe = os.path.join(tmp, "tb.cpp"), os.path.join(tmp, "tb_cpp")
+            with open(path, "w") as f:
+                f.write(src)
+            subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", include, "-I", tmp,
+                            "-c", path, "-o", exe + ".o"], check=True)
+            subprocess.run([cxx, exe + ".o", library, "-o", exe, "-lm"] + link_flags, check=True)
+            out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+            got = np.array([float(v) for v in out]).reshape(TOKENS, E)
+            err = np.abs(got - want).max() / np.abs(want).max()
+            what = f"nn.TransformerEncoder(norm_first={norm_first}, {act}) --format {fmt} {' '.join(flags)}"
+            if tol is not None:
+                check(err <= tol, f"{what}: error {err:.3g} of max|y|, over {tol}")
+            else:
+                check(err > 1e-2, f"{what}: the wrong flags gave the right output (error {err:.3g})")
+            print(f"{what}: max error / max|y| {err:.3g}" + ("" if tol else " (wrong flags: must be large)"))
+
+
+BLOCK_KEYS = (("linear1.weight", "linear1_weight"), ("linear1.bias", "linear1_bias"),
+              ("linear2.weight", "linear2_weight"), ("linear2.bias", "linear2_bias"),
+              ("norm1.weight", "norm1_weight"), ("norm1.bias", "norm1_bias"), ("norm2.weight", "norm2_weight"),
+              ("norm2.bias", "norm2_bias"))
+
+
+def check_blocks(tmp, export, include, library, cc, cxx, link_flags, rng):
+    """nn.TransformerEncoderLayer blocks: an nn.Transformer-like state_dict (a decoder layer, whose attention is
+    exported as before but which is no encoder block, and two encoder layers, the second without biases as
+    bias=False writes it): the block arrays hold the file's numbers in each format, the encoder initializers
+    point at them with the right shapes (checked by C and C++ programs compiled with -Werror), the macros and
+    configs carry the flags."""
+    ff = 24
+    t = {}
+    for i in range(2):
+        b = f"transformer.encoder.layers.{i}."
+        t[b + "self_attn.in_proj_weight"] = rng.uniform(-0.3, 0.3, (3 * E, E))
+        t[b + "self_attn.out_proj.weight"] = rng.uniform(-0.3, 0.3, (E, E))
+        shapes = {"linear1.weight": (ff, E), "linear1.bias": (ff,), "linear2.weight": (E, ff), "linear2.bias": (E,),
+                  "norm1.weight": (E,), "norm1.bias": (E,), "norm2.weight": (E,), "norm2.bias": (E,)}
+        for key, shape in shapes.items():
+            if i == 1 and key.endswith(".bias"):
+                continue  # bias=False
+            t[b + key] = rng.uniform(-0.5, 0.5, shape)
+        if i == 0:
+            t[b + "self_attn.in_proj_bias"] = rng.uniform(-0.3, 0.3, 3 * E)
+            t[b + "self_attn.out_proj.bias"] = rng.uniform(-0.3, 0.3, E)
+    d = "transformer.decoder.layers.0."
+    for a in ("self_attn.", "multihead_attn."):
+        t[d + a + "in_proj_weight"] = rng.uniform(-0.3, 0.3, (3 * E, E))
+        t[d + a + "out_proj.weight"] = rng.uniform(-0.3, 0.3, (E, E))
+    for key, shape in (("linear1.weight", (ff, E)), ("linear2.weight", (E, ff)), ("norm1.weight", (E,)),
+                       ("norm2.weight", (E,)), ("norm3.weight", (E,))):
+        t[d + key] = rng.uniform(-0.5, 0.5, shape)
+    t = {k: v.astype(np.float32) for k, v in t.items()}
+    path = os.path.join(tmp, "transformer.safetensors")
+    write_safetensors(path, {k: ("F32", v) for k, v in t.items()})
+    # layers in name order: decoder multihead_attn (0), decoder self_attn (1), encoder 0 (2), encoder 1 (3)
+    blocks = {2: "transformer.encoder.layers.0.", 3: "transformer.encoder.layers.1."}
+    for fmt, flags in ((None, []), ("f32", ["--norm-first"]), ("f16", ["--activation", "silu"]),
+                       ("q8", ["--activation", "gelu_tanh", "--layer-norm-eps", "1e-6", "--norm-first"])):
+        name = f"blk_{fmt}"
+        header = os.path.join(tmp, name + ".h")
+        argv = [export, path, "--heads", str(HEADS), "-o", header, "--name", name] + flags
+        r = subprocess.run(argv + (["--format", fmt] if fmt else []), capture_output=True, text=True)
+        what = f"encoder blocks, --format {fmt}"
+        if not check(r.returncode == 0, f"{what}: exit {r.returncode} {r.stderr.strip()}"):
+            continue
+        with open(header) as f:
+            text = f.read()
+        arrays = header_arrays(text)
+        up = name.upper()
+        norm_first = "--norm-first" in flags
+        act = flags[flags.index("--activation") + 1] if "--activation" in flags else "relu"
+        for macro, value in (("LAYERS", 4), ("FEED_FORWARD", ff), ("ENCODER_LAYERS", 2),
+                             ("NORM_FIRST", int(norm_first)), ("ACTIVATION", "MICROATTN_ACTIVATION_" + act.upper())):
+            check(f"#define {up}_{macro} {value}\n" in text, f"{what}: #define {up}_{macro} {value}")
+        eps = float(flags[flags.index("--layer-norm-eps") + 1]) if "--layer-norm-eps" in flags else 1e-5
+        m = re.search(rf"^#define {up}_LAYER_NORM_EPS (\S+)f$", text, re.M)
+        check(m is not None and np.float32(float(m.group(1))) == np.float32(eps), f"{what}: LAYER_NORM_EPS")
+        check(not any(k.startswith(f"{name}_0_linear") or k.startswith(f"{name}_1_norm") for k in arrays),
+              f"{what}: the decoder layer got block arrays")
+        cpp_checks, c_checks = [], []
+        for j, (i, base) in enumerate(blocks.items()):
+            for theirs, field in BLOCK_KEYS:
+                ident = f"{name}_{i}_{field}"
+                src = t.get(base + theirs)
+                if src is None:
+                    check(ident not in arrays, f"{what}: {ident} for a tensor the file does not hold")
+                    cpp_checks.append(f"bad |= w[{j}].{field} != nullptr;")
+                    c_checks.append(f"bad |= cw[{j}].{field} != NULL;")
+                    continue
+                if not check(ident in arrays, f"{what}: no {ident}"):
+                    continue
+                if field.endswith("_weight") and field.startswith("linear"):
+                    decoded_weights(f"{what} {ident}", arrays, ident, src.astype(np.float64), fmt or "f32", None)
+                    rows, cols = src.shape
+                    mat = field[:-len("_weight")]
+                    scales = f"{name}_{i}_{mat}_scales" if fmt == "q8" else None
+                    for lang, v, null in (("cpp", "w", "nullptr"), ("c", "cw", "NULL")):
+                        cond = (f"bad |= {v}[{j}].{mat}.data != {ident} || {v}[{j}].{mat}.rows != {rows} || "
+                                f"{v}[{j}].{mat}.cols != {cols} || {v}[{j}].{mat}.scales != {scales or null};")
+                        (cpp_checks if lang == "cpp" else c_checks).append(cond)
+                else:
+                    check(np.array_equal(arrays[ident][1], src), f"{what}: {ident} values")
+                    cpp_checks.append(f"bad |= w[{j}].{field} != {ident};")
+                    c_checks.append(f"bad |= cw[{j}].{field} != {ident};")
+            for part in ("q", "k", "v", "out"):  # the block's self_attn is the layer's own attention
+                cpp_checks.append(f"bad |= w[{j}].self_attn.{part}.data != {name}_{i}_{part}_weight;")
+                c_checks.append(f"bad |= cw[{j}].self_attn.{part}.data != {name}_{i}_{part}_weight;")
+            bias = f"{name}_{i}_q_bias" if i == 2 else None
+            cpp_checks.append(f"bad |= w[{j}].self_attn.q_bias != {bias or 'nullptr'};")
+            c_checks.append(f"bad |= cw[{j}].self_attn.q_bias != {bias or 'NULL'};")
+        act_cpp = {"relu": "relu", "gelu": "gelu", "silu": "silu", "gelu_tanh": "gelu_tanh"}[act]
+        cpp_checks.append(f"bad |= {name}_encoder_config.norm_first != {str(norm_first).lower()} || "
+                          f"{name}_encoder_config.activation != microattn::Activation::{act_cpp} || "
+                          f"{name}_encoder_config.layer_norm_eps != {float(np.float32(eps))!r}f;")
+        c_checks.append(f"bad |= {name}_c_encoder_config.norm_first != {int(norm_first)} || "
+                        f"{name}_c_encoder_config.activation != MICROATTN_ACTIVATION_{act.upper()} || "
+                        f"{name}_c_encoder_config.layer_norm_eps != {float(np.float32(eps))!r}f;")
+        for lang, compiler, suffix, std, body, w in (
+                ("C++", cxx, ".cpp", "-std=c++17", cpp_checks, f"const microattn::EncoderLayerWeights* w = "
+                                                               f"{name}_encoder_weights;"),
+                ("C", cc, ".c", "-std=c99", c_checks, f"const microattn_encoder_layer_weights* cw = "
+                                                      f"{name}_c_encoder_weights;")):
+            src = os.path.join(tmp, f"{name}_check{suffix}")
+            exe = os.path.join(tmp, f"{name}_check_{lang.replace('+', 'p')}")
+            with open(src, "w") as f:
+                f.write(f'#include <stdio.h>\n#include "{name}.h"\nint main(void) {{\n  int bad = 0;\n  {w}\n  ' +
+                        "\n  ".join(body) + '\n  puts(bad ? "bad" : "ok");\n  return bad;\n}\n')
+            r = subprocess.run([compiler, std, "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-Wno-float-equal",
+                                "-I", include, "-I", tmp, src, "-o", exe], capture_output=True, text=True)
+            if not check(r.returncode == 0, f"{what}: the {lang} program does not compile: {r.stderr[:2000]}"):
+                continue
+            r = subprocess.run([exe], capture_output=True, text=True)
+            check(r.returncode == 0 and r.stdout.strip() == "ok", f"{what}: {lang} initializers wrong")
+    print("encoder blocks: arrays, macros and C / C++ initializers (none, f32, f16, q8 with the config flags)")
 
 
 def main():
@@ -674,6 +862,7 @@ def main():
 
         # 4. weight formats
         check_formats(tmp, export, include, library, cc, cxx, link_flags, rng)
+        check_blocks(tmp, export, include, library, cc, cxx, link_flags, rng)
         check_torch_module(tmp, export, include, library, cc, cxx, link_flags)
 
     print("FAILED" if failures else "PASSED", f"({len(failures)} failures)")

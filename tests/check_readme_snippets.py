@@ -6,7 +6,8 @@ Each block becomes one translation unit: its #include lines first, after a prelu
 for C++ <iterator> and `namespace ma = microattn;`), then the block itself, at file scope when it defines a
 function, else as the body of a function. A block that includes "weights.h" gets one written by
 scripts/export_weights.py --format q8 --group 32 from a generated nn.MultiheadAttention(64, 4) state_dict (.npz,
-needs numpy).
+needs numpy); one that includes "encoder_weights.h", one of a generated 2-layer nn.TransformerEncoder (the
+encoder recipe's).
 Compiled with -Wall -Wextra -Wpedantic -Werror (unused names allowed: snippets show, they do not use).
 Also checks that every `README "Section"` or `docs/FILE.md "Section"` reference in the public headers, the sources
 and CMakeLists.txt names a heading of that document ("Section" may also be the start of a heading followed by
@@ -73,6 +74,27 @@ def write_weights_header(tmp, export):
                     "--name", "model", "--format", "q8", "--group", "32"], check=True, stdout=subprocess.DEVNULL)
 
 
+def write_encoder_header(tmp, export):
+    """encoder_weights.h: a generated 2-layer nn.TransformerEncoder(d 32, 4 heads, feed-forward 64) exported as the
+    README's encoder recipe does (--activation gelu --format q8)."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    e, ff, t = 32, 64, {}
+    for i in range(2):
+        b = f"encoder.layers.{i}."
+        for key, shape in (("self_attn.in_proj_weight", (3 * e, e)), ("self_attn.in_proj_bias", (3 * e,)),
+                           ("self_attn.out_proj.weight", (e, e)), ("self_attn.out_proj.bias", (e,)),
+                           ("linear1.weight", (ff, e)), ("linear1.bias", (ff,)), ("linear2.weight", (e, ff)),
+                           ("linear2.bias", (e,)), ("norm1.weight", (e,)), ("norm1.bias", (e,)),
+                           ("norm2.weight", (e,)), ("norm2.bias", (e,))):
+            t[b + key] = rng.uniform(-0.1, 0.1, shape).astype(np.float32)
+    model = os.path.join(tmp, "encoder_model.npz")
+    np.savez(model, **t)
+    subprocess.run([sys.executable, export, model, "--heads", "4", "--activation", "gelu", "--format", "q8", "-o",
+                    os.path.join(tmp, "encoder_weights.h")], check=True, stdout=subprocess.DEVNULL)
+
+
 def headings(path):
     """The Markdown headings of a document (lines starting with '#' outside fenced code blocks)."""
     out, fenced = set(), False
@@ -123,6 +145,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         if any('"weights.h"' in text for _, _, _, text in found):
             write_weights_header(tmp, export)
+        if any('"encoder_weights.h"' in text for _, _, _, text in found):
+            write_encoder_header(tmp, export)
         for doc, line, lang, text in found:
             name = os.path.splitext(os.path.basename(doc))[0].replace("-", "_")
             src = os.path.join(tmp, f"{name}_{line}.{lang}")
