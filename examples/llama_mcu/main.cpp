@@ -53,14 +53,15 @@ static_assert(steps <= max_seq, "each generated token takes a cache position");
 constexpr ma::Format cache_format = static_cast<ma::Format>(LLAMA_FW_CACHE);
 constexpr int bos = 1;  // llama2.c's fixed BOS id
 
-using Layer = ma::DecoderLayerSharedScratch<max_seq, LLAMA_DIM, LLAMA_HEADS, LLAMA_KV_HEADS, LLAMA_HIDDEN, cache_format>;
-using Scratch = ma::LayerScratch<ma::decoder_layer_scratch_floats(max_seq, LLAMA_DIM, LLAMA_HEADS, LLAMA_HIDDEN,
-                                                                  cache_format)>;
+using Layer =
+    ma::DecoderLayerSharedScratch<max_seq, LLAMA_DIM, LLAMA_HEADS, LLAMA_KV_HEADS, LLAMA_HIDDEN, cache_format>;
+using Scratch =
+    ma::LayerScratch<ma::decoder_layer_scratch_floats(max_seq, LLAMA_DIM, LLAMA_HEADS, LLAMA_HIDDEN, cache_format)>;
 
 ma::DecoderLayerConfig llama2c_config() {
   ma::DecoderLayerConfig c;
-  c.attention.rope_theta = 10000.0f;     // llama2.c's base
-  c.attention.rope_interleaved = true;   // pairs (2i, 2i + 1), as run.c rotates them
+  c.attention.rope_theta = 10000.0f;    // llama2.c's base
+  c.attention.rope_interleaved = true;  // pairs (2i, 2i + 1), as run.c rotates them
   c.rms_norm_eps = 1e-5f;
   return c;
 }
