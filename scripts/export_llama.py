@@ -27,6 +27,8 @@ Writes (NAME from --name, upper case for macros):
   NAME_DIM NAME_HIDDEN NAME_LAYERS NAME_HEADS NAME_KV_HEADS NAME_VOCAB NAME_SEQ NAME_GROUP (q8; else 0)
   NAME_SHARED_CLASSIFIER NAME_FORMAT (MICROATTN_FORMAT_F32/F16/Q8) NAME_WEIGHT_BYTES (flash of all tensors)
   NAME_L<i>_<tensor>[...] (+ _scales), NAME_embedding, NAME_final_norm, NAME_classifier (separate only)
+  NAME_WEIGHTS_SECTION (defined by the build, e.g. -DLLAMA_WEIGHTS_SECTION='".qspi_rodata"'): the matrices and
+      their scales go to that linker section, for a model larger than the internal flash
   NAME_vocab_bytes[] and NAME_vocab_offsets[NAME_VOCAB + 1]: token i is bytes offsets[i] .. offsets[i + 1] (as
       tokenizer.bin has them, cut at a NUL byte as run.c's C strings are)
   C++: NAME_layers[NAME_LAYERS] (microattn::DecoderLayerWeights), NAME_embedding_matrix, NAME_classifier_matrix
@@ -298,25 +300,26 @@ def header_text(args, m, pieces):
               "q8": f"int8, one float32 scale per group of {group} consecutive values (row-major)"}[fmt]
     body, weight_bytes = [], 0
 
-    def array(ident, t, kind):
+    def array(ident, t, kind, section=False):
         nonlocal weight_bytes
+        attr = f"{up}_UNUSED" + (f" {up}_WEIGHTS" if section else "")
         if kind == "float":
-            body.append(f"static const float {ident}[{t.size}] {up}_UNUSED = {{\n{c_floats(t)}\n}};")
+            body.append(f"static const float {ident}[{t.size}] {attr} = {{\n{c_floats(t)}\n}};")
             weight_bytes += 4 * t.size
         elif kind == "uint16_t":
-            body.append(f"static const uint16_t {ident}[{t.size}] {up}_UNUSED = {{\n{c_ints(t, '0x%04x', 12)}\n}};")
+            body.append(f"static const uint16_t {ident}[{t.size}] {attr} = {{\n{c_ints(t, '0x%04x', 12)}\n}};")
             weight_bytes += 2 * t.size
         else:
-            body.append(f"static const int8_t {ident}[{t.size}] {up}_UNUSED = {{\n{c_ints(t, '%d', 24)}\n}};")
+            body.append(f"static const int8_t {ident}[{t.size}] {attr} = {{\n{c_ints(t, '%d', 24)}\n}};")
             weight_bytes += t.size
 
     def matrix(ident, label, t):
         data, scales = encode(args.checkpoint, label, t, fmt, group)
-        array(ident, data, ctype)
+        array(ident, data, ctype, section=True)
         rows, cols = data.shape
         if scales is None:
             return f"microattn::weights_{fmt}({ident}, {rows}, {cols})"
-        array(ident + "_scales", scales, "float")
+        array(ident + "_scales", scales, "float", section=True)
         return f"microattn::weights_q8({ident}, {ident}_scales, {rows}, {cols}, {group})"
 
     emb = matrix(f"{name}_embedding", "embedding", m["embedding"])
@@ -342,6 +345,10 @@ def header_text(args, m, pieces):
         "#include <microattn/microattn.h>", "#ifdef __cplusplus", "#include <microattn/blocks.hpp>",
         "#include <microattn/weights.hpp>", "#endif", "",
         "#if defined(__GNUC__)", f"#define {up}_UNUSED __attribute__((unused))", "#else", f"#define {up}_UNUSED",
+        "#endif",
+        f"/* -D{up}_WEIGHTS_SECTION='\".name\"': the matrices in that linker section (e.g. an external flash). */",
+        f"#if defined({up}_WEIGHTS_SECTION) && defined(__GNUC__)",
+        f"#define {up}_WEIGHTS __attribute__((section({up}_WEIGHTS_SECTION)))", "#else", f"#define {up}_WEIGHTS",
         "#endif", "",
         f"#define {up}_DIM {c['dim']}", f"#define {up}_HIDDEN {c['hidden']}", f"#define {up}_LAYERS {c['layers']}",
         f"#define {up}_HEADS {c['heads']}", f"#define {up}_KV_HEADS {c['kv_heads']}", f"#define {up}_VOCAB {c['vocab']}",
