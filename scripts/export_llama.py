@@ -26,7 +26,8 @@ token (runq.c also reads the embedding of a version-2 file from its q8 values). 
 Writes (NAME from --name, upper case for macros):
   NAME_DIM NAME_HIDDEN NAME_LAYERS NAME_HEADS NAME_KV_HEADS NAME_VOCAB NAME_SEQ NAME_GROUP (q8; else 0)
   NAME_SHARED_CLASSIFIER NAME_FORMAT (MICROATTN_FORMAT_F32/F16/Q8) NAME_WEIGHT_BYTES (flash of all tensors)
-  NAME_L<i>_<tensor>[...] (+ _scales), NAME_embedding, NAME_final_norm, NAME_classifier (separate only)
+  NAME_l<i>_<tensor>[...] (wq .. w3 with their _scales for q8, attention_norm, ffn_norm), NAME_embedding,
+      NAME_final_norm, NAME_classifier (separate only)
   NAME_WEIGHTS_SECTION (defined by the build, e.g. -DLLAMA_WEIGHTS_SECTION='".qspi_rodata"'): the matrices and
       their scales go to that linker section, for a model larger than the internal flash
   NAME_vocab_bytes[] and NAME_vocab_offsets[NAME_VOCAB + 1]: token i is bytes offsets[i] .. offsets[i + 1] (as

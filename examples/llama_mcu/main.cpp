@@ -27,8 +27,8 @@
 #error "define LLAMA_FW_HEADER as the header scripts/export_llama.py wrote, e.g. -DLLAMA_FW_HEADER='\"llama.h\"'"
 #endif
 #include LLAMA_FW_HEADER
-// Tests: the host runner's text for this checkpoint (llama_expected, LLAMA_EXPECTED_BYTES), which the printed text
-// must equal byte for byte (exit status 1 otherwise).
+// Tests: the expected text (llama_expected, LLAMA_EXPECTED_BYTES: the host runner's, or for f16 a float64
+// reference's), which the printed text must equal byte for byte (exit status 1 otherwise).
 #ifdef LLAMA_FW_EXPECTED
 #include LLAMA_FW_EXPECTED
 #endif
@@ -218,11 +218,11 @@ int main() {
 #ifdef LLAMA_FW_EXPECTED
   if (first_difference == static_cast<std::size_t>(-1) && printed != LLAMA_EXPECTED_BYTES) first_difference = printed;
   if (first_difference != static_cast<std::size_t>(-1)) {
-    std::printf("[llama_mcu] FAIL: the text differs from the host runner's (%u bytes) at byte %u\n",
+    std::printf("[llama_mcu] FAIL: the text differs from the expected one (%u bytes) at byte %u\n",
                 static_cast<unsigned>(LLAMA_EXPECTED_BYTES), static_cast<unsigned>(first_difference));
     return 1;
   }
-  std::printf("[llama_mcu] PASS: the text is the host runner's, %u bytes\n", static_cast<unsigned>(printed));
+  std::printf("[llama_mcu] PASS: the text is the expected one, %u bytes\n", static_cast<unsigned>(printed));
 #endif
   return 0;
 }
