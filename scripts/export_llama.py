@@ -198,6 +198,8 @@ def tensors(m):
 
 
 def read_tokenizer(path, vocab):
+    if vocab < 3:  # llama2.c's fixed ids: BOS 1 starts and ends the text, EOS 2
+        raise ExportError(path, f"bad header: a vocabulary of {vocab} tokens has no BOS (1) and EOS (2)")
     data = read_file(path)
     if len(data) < 4:
         raise ExportError(path, "truncated: shorter than its 4-byte header")

@@ -239,6 +239,14 @@ def main():
                 check(not os.path.exists(out), f"{label}: an output was written")
             check(not [f for f in os.listdir(tmp) if f.endswith(".tmp")], f"{label}: a temporary file is left")
 
+    # A vocabulary without BOS and EOS (llama2.c's ids 1 and 2).
+    small = os.path.join(tmp, "small")
+    subprocess.run([sys.executable, make, small, "--dim", "4", "--hidden", "4", "--layers", "1", "--heads", "2",
+                    "--kv-heads", "1", "--vocab", "2", "--seq", "2", "--group", "2"], check=True)
+    out = os.path.join(tmp, "small.h")
+    rc, _, err = run([small + "-v0.bin", "-z", small + "-tok.bin", "-o", out, "--format", "f32"])
+    check(rc == 1 and "no BOS" in err and not os.path.exists(out), f"vocabulary of 2: exit {rc} {err.strip()}")
+
     # 3. Bad arguments: exit 2, nothing written.
     out = os.path.join(tmp, "args.h")
     for args in (["--format", "f32", "--group", "4"], ["--format", "q8", "--group", "0"], ["--format", "f64"],
