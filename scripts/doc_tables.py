@@ -523,6 +523,52 @@ def llama_host(root):
     return table(head, rows), [LLAMA]
 
 
+LLAMA_15M = "bench/results/llama_host_15m.txt"
+
+
+def llama_host_15m(root):
+    """The stories15M shape (scripts/llama_peers.sh bench15m): medians, ratios, the fraction of the read bandwidth."""
+    text = read(root, LLAMA_15M).split("# Earlier run")[0]
+    v0 = re.search(r"^s15m-v0: llama_run ([\d.]+) tok/s, run ([\d.]+), ratio ([\d.]+); ([\d.]+) GB/s read = "
+                   r"([\d.]+) of the ([\d.]+) GB/s bandwidth$", text, re.M)
+    f16 = re.search(r"^s15m-v0 -w f16: llama_run ([\d.]+) tok/s, ratio to run ([\d.]+)$", text, re.M)
+    v2 = re.search(r"^s15m-v2: llama_run ([\d.]+) tok/s, runq ([\d.]+), ratio ([\d.]+)$", text, re.M)
+    rounds = re.search(r"(\d+) alternating rounds", text)
+    if not (v0 and f16 and v2 and rounds):
+        raise ValueError("no complete bench15m block")
+    head = ["stories15M shape", "llama_run tok/s", "peer tok/s", f"llama_run / peer (medians of {rounds.group(1)})",
+            "weights read per second"]
+    rows = [["version 0 (fp32) vs run.c", f"{float(v0.group(1)):.0f}", f"{float(v0.group(2)):.0f} (run.c)",
+             f"**{v0.group(3)}**", f"{v0.group(4)} GB/s, {float(v0.group(5)):.0%} of {v0.group(6)} GB/s"],
+            ["version 0, `-w f16` (f16 at load) vs run.c", f"{float(f16.group(1)):.0f}",
+             f"{float(v0.group(2)):.0f} (run.c)", f"**{f16.group(2)}**", ""],
+            ["version 2 (q8 group 32) vs runq.c", f"{float(v2.group(1)):.0f}", f"{float(v2.group(2)):.0f} (runq.c)",
+             f"**{v2.group(3)}**", ""]]
+    return table(head, rows), [LLAMA_15M]
+
+
+LLAMA_MCU = "bench/results/llama_mcu_size.txt"
+LLAMA_MCU_MODELS = {"s260k": "stories260K shape", "tiny": "the trained model"}
+
+
+def llama_mcu_size(root):
+    """examples/llama_mcu's firmware (scripts/llama_mcu_size.py): the runs whose cache has the weights' format."""
+    rows = []
+    for m in re.finditer(r"^(\S+) (\S+) v[02] (\S+) (\S+): (\d+) (\d+) (\d+) (\d+)$", read(root, LLAMA_MCU), re.M):
+        target, model, weights, cache, flash, wbytes, bss, kv = m.groups()
+        if weights != cache or (target != "cortex-m7" and weights != "q8"):
+            continue
+        target = target.replace("cortex-m", "Cortex-M")
+        rows.append([f"{LLAMA_MCU_MODELS.get(model, model)}, {weights}, {target}", thousands(int(flash)),
+                     thousands(int(wbytes)), thousands(int(flash) - int(wbytes)), thousands(int(bss)),
+                     thousands(int(kv))])
+    if not rows:
+        raise ValueError("no firmware lines")
+    head = ["model, weights and K/V cache, target", "flash", "of which weights", "code and the rest", ".bss",
+            "of which K/V caches"]
+    return table(head, rows), [LLAMA_MCU]
+
+
 # ---- linear() with one row of x: instructions per MAC (scripts/mcu_insn_budgets.txt, scripts/arm_insn_budgets.txt)
 ARM_BUDGETS = "scripts/arm_insn_budgets.txt"
 LINEAR_SHAPES = ("1x64x256", "1x256x64", "1x256x256")  # 1 × n × k: n × k weights
@@ -627,6 +673,8 @@ TABLES = {
     "format-weights": format_weights,
     "format-cache": format_cache,
     "llama-host": llama_host,
+    "llama-host-15m": llama_host_15m,
+    "llama-mcu-size": llama_mcu_size,
     "mcu-linear-insns": mcu_linear_table,
     "arm-linear-insns": arm_linear_table,
     "cache-error": cache_error,
