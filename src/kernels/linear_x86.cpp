@@ -529,12 +529,13 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
 }
 
 // Segments of whole vectors (seg % 32 == 0: groups of 32, 64, …, one scale per row, or one piece of a longer
-// group): f += lanes · (sw · sx) per pair and segment, the lanes summed in int32 over the segment, with the products
-// of the pair's scales for the chunk's segments computed first (8 segments a multiply), so that a segment costs a
-// conversion and one broadcast multiply-add per pair. MR·NR = 8 pairs: with one vector per segment (groups of 32)
-// the float accumulators stay in registers; with longer segments the int32 ones do (8 + x, |w|, w, ones), and the
-// float ones, touched once per segment, live in memory. The tile is given its weight rows' scale pointers: the
-// generic tile computed them with a division per row (GCC folds `rps == 1 ? r : r / rps` into the division).
+// group), with the products of each pair's scales for the chunk's segments computed first (8 segments a multiply).
+// V = 1 or 2 vectors per segment (groups of 32, 64): every vector's int32 lanes converted and multiply-added with
+// the pair's product, float accumulators in registers (a loop over a run-time count of 1 or 2 vectors was 1.4×
+// slower at 256²). V = 0 (longer segments): the lanes summed in int32 over the segment, then converted once; with
+// 8 pairs the int32 sums take the registers (8 + x, |w|, w) and the float ones, touched once per segment, live in
+// memory. The tile is given its weight rows' scale pointers: the generic tile computed them with a division per row
+// (GCC folds `rps == 1 ? r : r / rps` into the division).
 template <int MR, int NR, int V, bool Prefetch>
 void q8_tile_vectors(const std::int8_t* wt, std::size_t ldw, const Q8Chunk& ch, const float* const* sw, std::size_t i0,
                      std::size_t r0) noexcept {
