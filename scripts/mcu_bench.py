@@ -96,7 +96,7 @@ def profile(target, case, plugin):
                     break
             per_function[name] = per_function.get(name, 0) + count
     total = sum(per_function.values())
-    for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:25]:
+    for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:int(os.environ.get("MCU_PROFILE_TOP", "25"))]:
         print(f"{count:12} {count / total:6.1%}  {name}")
 
 
@@ -118,6 +118,8 @@ def main():
         for op, shape, work, insns in rows:
             note = budgets.note(target, op, shape, insns)
             unit = "per elem" if op == "softmax_rows" else ""
+            if op == "llama_token":  # shape 260K_FORMAT@POSITIONxSTEPS: the count covers STEPS tokens
+                unit = f"{insns / int(shape.rsplit('x', 1)[1]):.0f} per token"
             print(f"{op:20} {shape:14} {work:9} {insns:12} {insns / work:8.3f}   {note} {unit}".rstrip())
         print()
     return budgets.finish(targets,
