@@ -156,8 +156,8 @@ void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::siz
 // q8 P·V, two rows at a time, one output column at a time over the block's keys: o[r][c] = o[r][c]·alpha[r] (or 0),
 // then + p[r][j]·v̂[j][c] in key order, as the shared loop's per-key order gives each element.
 void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
-                        std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0,
-                        std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
+                        std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
+                        const float* alpha, float* o, std::size_t ldo) noexcept {
   for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
     const std::size_t r1 = nr - r0 >= 2 ? r0 + 1 : r0;
     const float* const p0 = p + r0 * ldp;
@@ -186,8 +186,7 @@ void rows_dot_stored(bool f16, const float* q, std::size_t ldq, std::size_t nr, 
                      std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
                      std::size_t lds) noexcept {
   if (!f16)
-    return rows_dot_q8_pairs(q, ldq, nr, d, static_cast<const std::int8_t*>(k), ldk, scales, scale_stride, bk, s,
-                             lds);
+    return rows_dot_q8_pairs(q, ldq, nr, d, static_cast<const std::int8_t*>(k), ldk, scales, scale_stride, bk, s, lds);
   for (std::size_t j = 0; j < bk; ++j) {
     const void* kj = stored_row(f16, k, j, ldk);
     const float sc = row_scale(scales, j, scale_stride);
