@@ -13,8 +13,10 @@
 //
 // On a board: build with any cross/cortex-m*.ini (ninja -C BUILD mcu/mcu_bench), bring the board's startup
 // and linker script, retarget printf (semihosting here), flash mcu_bench, read the console. The inputs are
-// generated at start-up (no flash tables); RAM: about 650 KiB of .bss (the 128×32 attention, the
-// <64, 64, 4> layer and 256 × 256 linear weights in each format); cut `cases` for smaller parts.
+// generated at start-up (no flash tables); RAM: about 3.2 MiB of .bss (the 128×32 attention, the
+// <64, 64, 4> layer, 256 × 256 linear weights in each format, and the llama model: 1 MiB of fp32 weights, their q8
+// copy, five K/V caches of each format, the reference's); cut `cases` for smaller parts. The QEMU boards load .data
+// and .bss as one segment at .data's flash address, so .bss beyond the 4 MiB flash region would not load.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -89,7 +91,8 @@ enum class Op {
   linear_f32,
   linear_f16,
   linear_q8,
-  linear_q8_g64
+  linear_q8_g64,
+  llama_token
 };
 const char* op_name(Op op) {
   switch (op) {
@@ -115,6 +118,8 @@ const char* op_name(Op op) {
       return "linear_q8";
     case Op::linear_q8_g64:
       return "linear_q8_g64";
+    case Op::llama_token:
+      return "llama_token";
   }
   return "?";
 }
@@ -122,7 +127,7 @@ const char* op_name(Op op) {
 struct Case {
   Op op;
   std::size_t n, d;  // matmul: n = m = k = n (d unused); softmax: n rows × d cols; attention: n × d; layer: n;
-                     // linear: weights n × d (out × in), one row of x (m = 1)
+                     // linear: weights n × d (out × in), one row of x (m = 1); llama_token: n = 1 q8, 0 f32
 };
 constexpr Case cases[] = {
     {Op::matmul, 16, 0},
@@ -159,6 +164,8 @@ constexpr Case cases[] = {
     {Op::linear_q8_g64, 64, 256},
     {Op::linear_q8_g64, 256, 64},
     {Op::linear_q8_g64, 256, 256},
+    {Op::llama_token, 1, 0},
+    {Op::llama_token, 0, 0},
 };
 
 // Work of a case: MACs (elements for softmax_rows).
@@ -177,6 +184,13 @@ unsigned long work(const Case& c) {
     case Op::linear_q8:
     case Op::linear_q8_g64:
       return n * d;
+    case Op::llama_token: {  // per step: the projections, the ffn, the classifier, and attention over p + 1 keys
+      constexpr unsigned long dim = 64, kv = 32, hid = 172, layers = 5, vocab = 512;
+      unsigned long macs = 0;
+      for (unsigned long p = 128; p < 136; ++p)
+        macs += layers * (2 * dim * dim + 2 * kv * dim + 3 * hid * dim + 2 * (p + 1) * dim) + vocab * dim;
+      return macs;
+    }
     default:
       return 2 * n * n * d;
   }
@@ -273,6 +287,222 @@ bool run_linear(Op op, std::size_t n, std::size_t k, std::uint32_t& t0, std::uin
   return ok;
 }
 
+// ---- a llama2.c decoder, token by token -------------------------------------------------------------------------
+// stories260K's shape (dim 64, 5 layers, 8 heads, 4 K/V heads, hidden 172, vocab 512, shared classifier, seq 512),
+// random weights, llama2.c's settings (rope theta 10000 on interleaved pairs, rms eps 1e-5), as a firmware runs it:
+// one DecoderLayerSharedScratch per layer over one LayerScratch. q8: every matrix quantized per group of 64 over the
+// flattened tensor where the rows have 64 columns (so one scale per row: wq, wk, wv, wo, w1, w3, the classifier),
+// w2 (64 × 172) one scale per row (runq.c's groups of 64 would straddle its rows, which linear computes in float),
+// K/V cache q8; the embedding row is dequantized from the classifier's q8 table. f32: fp32 weights and cache.
+// The case prefills llama_prefill tokens (forward, outside the markers), then measures llama_steps token steps: the
+// embedding row, append through every layer, the final rms_norm_rows, the classifier, argmax (the next input).
+namespace llama {
+// A second argument after the case (scripts/mcu_bench.sh --profile-steps): 1 skips the check after the steps,
+// 2 the steps too, so that two profiles differ by the steps alone.
+int profile_mode = 0;
+constexpr std::size_t dim = 64, layers = 5, heads = 8, kv_heads = 4, hidden = 172, vocab = 512, seq = 512;
+constexpr std::size_t kv_dim = dim / heads * kv_heads, prefill = 128, steps = 8, rows = prefill + steps;
+// Per layer, row-major and one after another: wq, wk, wv, wo, w1, w2, w3.
+constexpr std::size_t off_wk = dim * dim, off_wv = off_wk + kv_dim * dim, off_wo = off_wv + kv_dim * dim,
+                      off_w1 = off_wo + dim * dim, off_w2 = off_w1 + hidden * dim, off_w3 = off_w2 + dim * hidden,
+                      layer_floats = off_w3 + hidden * dim;
+constexpr std::size_t group = 64, layer_scales = layer_floats / group;  // at most one scale per 64 values
+float emb[vocab * dim], weights[layers * layer_floats], norms[(2 * layers + 1) * dim];
+std::int8_t q_emb[vocab * dim], q_weights[layers * layer_floats];
+float s_emb[vocab * dim / group], s_weights[layers * layer_scales];
+float x_rows[rows * dim], logits[steps * vocab], ref_logits[steps * vocab];
+std::size_t tokens[rows + 1];
+
+// Quantizes n values in groups (absmax / 127, round half away from zero), as llama2.c's export does.
+void quantize(const float* w, std::size_t n, std::size_t g, std::int8_t* q, float* s) {
+  for (std::size_t i0 = 0; i0 < n; i0 += g) {
+    float amax = 0.0f;
+    for (std::size_t i = i0; i < i0 + g; ++i) amax = std::fmax(amax, std::fabs(w[i]));
+    const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
+    s[i0 / g] = scale;
+    for (std::size_t i = i0; i < i0 + g; ++i) q[i] = static_cast<std::int8_t>(std::lround(w[i] / scale));
+  }
+}
+
+// Layer l's weights in a format: f32 from `weights`, q8 from q_weights / s_weights (scales at the same offsets / 64;
+// w2's per-row scales fill its 64-value slots' first entries: hidden / 64 slots per row would not tile it).
+ma::DecoderLayerWeights layer_weights(std::size_t l, bool q8) {
+  const float* f = weights + l * layer_floats;
+  const std::int8_t* q = q_weights + l * layer_floats;
+  const float* s = s_weights + l * layer_scales;
+  auto m = [&](std::size_t off, std::size_t r, std::size_t c) {
+    return q8 ? ma::weights_q8(q + off, s + off / group, r, c, c == dim ? group : c) : ma::weights_f32(f + off, r, c);
+  };
+  return {m(0, dim, dim),         m(off_wk, kv_dim, dim), m(off_wv, kv_dim, dim),
+          m(off_wo, dim, dim),    m(off_w1, hidden, dim), m(off_w2, dim, hidden),
+          m(off_w3, hidden, dim), norms + 2 * l * dim,    norms + (2 * l + 1) * dim};
+}
+ma::DecoderLayerConfig layer_config() {
+  ma::DecoderLayerConfig c;
+  c.attention.rope_theta = 10000.0f;
+  c.attention.rope_interleaved = true;
+  c.rms_norm_eps = 1e-5f;
+  return c;
+}
+
+using LayerQ8 = ma::DecoderLayerSharedScratch<seq, dim, heads, kv_heads, hidden, ma::Format::q8>;
+using LayerF32 = ma::DecoderLayerSharedScratch<seq, dim, heads, kv_heads, hidden, ma::Format::f32>;
+constexpr std::size_t scratch_floats =
+    LayerQ8::scratch_floats > LayerF32::scratch_floats ? LayerQ8::scratch_floats : LayerF32::scratch_floats;
+ma::LayerScratch<scratch_floats> scratch;
+const ma::DecoderLayerConfig config = layer_config();
+const ma::DecoderLayerWeights weights_q8[layers] = {layer_weights(0, true), layer_weights(1, true),
+                                                    layer_weights(2, true), layer_weights(3, true),
+                                                    layer_weights(4, true)};
+const ma::DecoderLayerWeights weights_f32[layers] = {layer_weights(0, false), layer_weights(1, false),
+                                                     layer_weights(2, false), layer_weights(3, false),
+                                                     layer_weights(4, false)};
+LayerQ8 layers_q8[layers] = {{weights_q8[0], scratch, config},
+                             {weights_q8[1], scratch, config},
+                             {weights_q8[2], scratch, config},
+                             {weights_q8[3], scratch, config},
+                             {weights_q8[4], scratch, config}};
+LayerF32 layers_f32[layers] = {{weights_f32[0], scratch, config},
+                               {weights_f32[1], scratch, config},
+                               {weights_f32[2], scratch, config},
+                               {weights_f32[3], scratch, config},
+                               {weights_f32[4], scratch, config}};
+
+// The fp32 weights from a fixed seed, and their q8 copies; again after reference_logits dequantized over them.
+bool weights_made = false;
+void make_weights() {
+  if (weights_made) return;
+  weights_made = true;
+  rng_state = 0x2545f491u;
+  fill(emb, vocab * dim);
+  fill(weights, layers * layer_floats);
+  for (std::size_t l = 0; l < layers; ++l) {  // ~1/√fan-in, so the activations stay in a sane range
+    float* w = weights + l * layer_floats;
+    for (std::size_t i = 0; i < off_w2; ++i) w[i] *= 0.125f * 1.7f;
+    for (std::size_t i = off_w2; i < off_w3; ++i) w[i] *= 0.076f * 1.7f;
+    for (std::size_t i = off_w3; i < layer_floats; ++i) w[i] *= 0.125f * 1.7f;
+  }
+  fill(norms, (2 * layers + 1) * dim);
+  for (float& v : norms) v = 1.0f + 0.25f * v;
+  quantize(emb, vocab * dim, group, q_emb, s_emb);
+  for (std::size_t l = 0; l < layers; ++l) {
+    const float* f = weights + l * layer_floats;
+    std::int8_t* q = q_weights + l * layer_floats;
+    float* s = s_weights + l * layer_scales;
+    quantize(f, off_w2, group, q, s);                                            // wq … w1: rows of 64
+    quantize(f + off_w2, dim * hidden, hidden, q + off_w2, s + off_w2 / group);  // w2: one scale per row
+    quantize(f + off_w3, hidden * dim, group, q + off_w3, s + off_w3 / group);   // w3
+  }
+}
+
+// The token's embedding row into x (q8: dequantized from the shared classifier's table).
+void embed(std::size_t token, bool q8, float* x) {
+  for (std::size_t c = 0; c < dim; ++c)
+    x[c] = q8 ? s_emb[(token * dim + c) / group] * static_cast<float>(q_emb[token * dim + c]) : emb[token * dim + c];
+}
+
+// Final norm, classifier, argmax over `n` rows of x; logits n × vocab. Returns the last row's argmax.
+std::size_t classify(float* x, std::size_t n, bool q8, float* out, bool& ok) {
+  const ma::WeightMatrix cls = q8 ? ma::weights_q8(q_emb, s_emb, vocab, dim, group) : ma::weights_f32(emb, vocab, dim);
+  ok = ok && ma::rms_norm_rows(ma::make_view<const float>(x, n, dim), norms + 2 * layers * dim, 1e-5f,
+                               ma::make_view(x, n, dim)) == ma::Status::ok;
+  ok = ok &&
+       ma::linear(ma::make_view<const float>(x, n, dim), cls, nullptr, ma::make_view(out, n, vocab)) == ma::Status::ok;
+  const float* last = out + (n - 1) * vocab;
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < vocab; ++i)
+    if (last[i] > last[best]) best = i;
+  return best;
+}
+
+// One token step at the layers' position: tokens[p] in, tokens[p + 1] (argmax) out, the logits in `out`.
+template <class Layer>
+bool token_step(Layer* ls, bool q8, std::size_t p, float* out) {
+  float* const x = x_rows;
+  embed(tokens[p], q8, x);
+  bool ok = true;
+  const auto xv = ma::make_view<const float>(x, 1, dim);
+  const auto yv = ma::make_view(x, 1, dim);
+  for (std::size_t l = 0; l < layers; ++l) ok = ok && ls[l].append(xv, yv) == ma::Status::ok;
+  tokens[p + 1] = classify(x, 1, q8, out, ok);
+  return ok;
+}
+
+// Prefill (forward over n prompt rows, every layer) from tokens[0, n).
+template <class Layer>
+bool prefill_rows(Layer* ls, bool q8, std::size_t n) {
+  for (std::size_t r = 0; r < n; ++r) embed(tokens[r], q8, x_rows + r * dim);
+  bool ok = true;
+  for (std::size_t l = 0; l < layers; ++l) {
+    ls[l].reset();
+    ok = ok &&
+         ls[l].forward(ma::make_view<const float>(x_rows, n, dim), ma::make_view(x_rows, n, dim)) == ma::Status::ok;
+  }
+  return ok;
+}
+
+// The reference: mcu_bench::naive_llama_token (run.c's loops, -O2) over every row on the weights as stored (q8:
+// dequantized over the fp32 arrays, which make_weights then makes again: the image has no room for a second
+// copy), its logits for the measured steps.
+float ref_k[layers * rows * kv_dim], ref_v[layers * rows * kv_dim], ref_scratch[4 * dim + 2 * hidden + rows];
+void reference_logits(bool q8, float* out) {
+  if (q8) {
+    weights_made = false;
+    for (std::size_t i = 0; i < vocab * dim; ++i) emb[i] = s_emb[i / group] * static_cast<float>(q_emb[i]);
+    for (std::size_t l = 0; l < layers; ++l)
+      for (std::size_t i = 0; i < layer_floats; ++i) {
+        const std::size_t g = i >= off_w2 && i < off_w3 ? (i - off_w2) / hidden + off_w2 / group : i / group;
+        weights[l * layer_floats + i] =
+            s_weights[l * layer_scales + g] * static_cast<float>(q_weights[l * layer_floats + i]);
+      }
+  }
+  const mcu_bench::NaiveLlama m{dim, layers,  heads,        kv_heads, hidden, vocab, rows,
+                                emb, weights, layer_floats, norms,    ref_k,  ref_v, ref_scratch};
+  for (std::size_t p = 0; p < rows; ++p)
+    mcu_bench::naive_llama_token(m, tokens[p], p, p < prefill ? out : out + (p - prefill) * vocab);
+}
+
+// Whether each step's logits are within tol of b's, relative to the row's largest |b|.
+bool logits_close(const float* a, const float* b, float tol) {
+  bool ok = true;
+  for (std::size_t s = 0; s < steps && ok; ++s) {
+    float scale = 0.0f;
+    for (std::size_t i = 0; i < vocab; ++i) scale = std::fmax(scale, std::fabs(b[s * vocab + i]));
+    for (std::size_t i = 0; i < vocab; ++i)
+      ok = ok && std::isfinite(a[s * vocab + i]) && std::fabs(a[s * vocab + i] - b[s * vocab + i]) <= tol * scale;
+    ok = ok && scale > 0.1f;
+  }
+  return ok;
+}
+
+// The case: prefill, llama_steps measured token steps, then two checks of their logits: against the same model run
+// the prompt's way (one forward over every row: tiled causal attention instead of the one-query cache path; q8:
+// the cache rounds K/V alike, activations are quantized per row alike) and against the reference (q8: within the
+// activations' and the cache's quantization, a few % of the largest logit; f32: float rounding).
+template <class Layer>
+bool run_model(Layer* ls, bool q8, std::uint32_t& t0, std::uint32_t& t1) {
+  make_weights();
+  for (std::size_t r = 0; r <= prefill; ++r)
+    tokens[r] = static_cast<std::size_t>((uniform() + 1.0f) * 0.5f * vocab) % vocab;
+  bool ok = prefill_rows(ls, q8, prefill);
+  t0 = cycles_now();
+  mcu_bench_mark_begin();
+  for (std::size_t s = 0; s < steps && profile_mode < 2; ++s)
+    ok = token_step(ls, q8, prefill + s, logits + s * vocab) && ok;
+  mcu_bench_mark_end();
+  t1 = cycles_now();
+  if (profile_mode != 0) return ok;
+  ok = ok && ls[0].position() == rows;
+  ok = prefill_rows(ls, q8, rows) && ok;
+  classify(x_rows + prefill * dim, steps, q8, ref_logits, ok);
+  ok = ok && logits_close(logits, ref_logits, q8 ? 1e-2f : 1e-4f);
+  reference_logits(q8, ref_logits);
+  return ok && logits_close(logits, ref_logits, q8 ? 5e-2f : 1e-3f);
+}
+}  // namespace llama
+
+bool n_is_q8(const Case& c) { return c.n == 1; }
+
 // Runs one case between the markers (inputs prepared before, checks after); returns the cycles and whether
 // the result checked out.
 bool run_case(const Case& c, std::uint32_t& cycles) {
@@ -357,6 +587,10 @@ bool run_case(const Case& c, std::uint32_t& cycles) {
     case Op::linear_q8_g64:
       ok = run_linear(c.op, n, d, t0, t1);
       break;
+    case Op::llama_token:
+      ok = n == 1 ? llama::run_model(llama::layers_q8, true, t0, t1)
+                  : llama::run_model(llama::layers_f32, false, t0, t1);
+      break;
   }
   cycles = t1 - t0;
   return ok && st == ma::Status::ok;
@@ -367,6 +601,7 @@ bool run_case(const Case& c, std::uint32_t& cycles) {
 int main(int argc, char** argv) {
   // An argument N runs case N alone (for profiles: scripts/mcu_bench.sh --profile TARGET N).
   const unsigned only = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 0;
+  llama::profile_mode = argc > 2 ? std::atoi(argv[2]) : 0;
   const bool counting = cycle_counter_start();
   std::printf("microattn mcu_bench: kernels %s (%s), attention tile %u queries x %u keys, linear %s %s %s\n",
               ma::simd_arch(), ma::matmul_kernel_name(), static_cast<unsigned>(ma::attention_block_q),
@@ -396,6 +631,9 @@ int main(int argc, char** argv) {
       std::snprintf(shape, sizeof shape, "%ux%ux%u", unsigned(c.n), unsigned(c.n), unsigned(c.n));
     else if (c.op == Op::linear_f32 || c.op == Op::linear_f16 || c.op == Op::linear_q8 || c.op == Op::linear_q8_g64)
       std::snprintf(shape, sizeof shape, "1x%ux%u", unsigned(c.n), unsigned(c.d));
+    else if (c.op == Op::llama_token)
+      std::snprintf(shape, sizeof shape, "260K_%s@%ux%u", n_is_q8(c) ? "q8" : "f32", unsigned(llama::prefill),
+                    unsigned(llama::steps));
     else if (c.op == Op::layer_forward)
       std::snprintf(shape, sizeof shape, "<%u,%u,%u>x%u", unsigned(layer_seq), unsigned(layer_dim),
                     unsigned(layer_heads), unsigned(c.n));

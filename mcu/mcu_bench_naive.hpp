@@ -14,4 +14,18 @@ void naive_matmul(const float* a, const float* b, float* c, std::size_t m, std::
 void naive_attention(const float* q, const float* k, const float* v, float* out, float* scores, std::size_t n,
                      std::size_t d, bool causal);
 
+// A llama2.c decoder (rms norm, rope on interleaved pairs with theta 10000, grouped-query attention, SwiGLU, shared
+// classifier) written as its run.c reads: one token at position pos, its K/V appended to the caches.
+struct NaiveLlama {
+  std::size_t dim, layers, heads, kv_heads, hidden, vocab, seq;
+  const float* emb;      // vocab × dim: the embedding and the classifier
+  const float* weights;  // per layer, layer_floats apart: wq, wk, wv, wo, w1, w2, w3 (row-major, out × in)
+  std::size_t layer_floats;
+  const float* norms;  // per layer attention_norm, ffn_norm (dim each), then the final norm
+  float* key_cache;    // layers × seq × kv_dim
+  float* value_cache;
+  float* scratch;  // 4·dim + 2·hidden + seq floats
+};
+void naive_llama_token(const NaiveLlama& m, std::size_t token, std::size_t pos, float* logits);
+
 }  // namespace mcu_bench

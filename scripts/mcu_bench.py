@@ -3,6 +3,7 @@
 
 Usage: scripts/mcu_bench.sh [--check | --update] [TARGET ...]     (TARGET: cortex-m4 cortex-m7 cortex-m55)
        scripts/mcu_bench.sh --profile TARGET CASE      instructions per function of case CASE alone
+       scripts/mcu_bench.sh --profile-steps TARGET CASE  the same per token, of a llama_token case's measured steps
   (no option)  print the table
   --check      also compare with the budgets in scripts/mcu_insn_budgets.txt: exit 1 when any count grew by
                more than 2 % (or a case has no budget, or the firmware reported a wrong result)
@@ -73,15 +74,17 @@ def measure(target, plugin):
     return head, rows, problems
 
 
-def profile(target, case, plugin):
-    """Instructions per function for one case of the firmware run alone (start-up and checks included)."""
+def profile(target, case, plugin, mode=None):
+    """Instructions per function for one case of the firmware run alone (start-up and checks included); with a mode
+    (llama cases: 1 skips the check, 2 the measured steps too) returns them instead of printing."""
     elf, board = build_firmware(target)
     symbols = sorted((int(f[0], 16) & ~1, int(f[1], 16), f[3]) for f in
                      (line.split(maxsplit=3) for line in run("arm-none-eabi-nm", "-S", "-C", "--defined-only", elf).splitlines())
                      if len(f) >= 4 and f[2] in "tTwW")
     prof = elf + ".profile"
     subprocess.run(["timeout", "600", "qemu-system-arm", "-M", board, "-nographic", "-monitor", "none", "-serial",
-                    "none", "-semihosting-config", f"enable=on,target=native,arg=mcu_bench,arg={case}",
+                    "none", "-semihosting-config",
+                    f"enable=on,target=native,arg=mcu_bench,arg={case}" + (f",arg={mode}" if mode else ""),
                     "-plugin", f"{plugin},begin=0,end=0,profile={prof}", "-d", "plugin", "-D", "/dev/null",
                     "-kernel", elf], check=True)
     per_function = {}
@@ -95,13 +98,29 @@ def profile(target, case, plugin):
                     name = re.sub(r"^(void |float |microattn::Status )", "", name).split("(")[0]
                     break
             per_function[name] = per_function.get(name, 0) + count
+    if mode:
+        return per_function
     total = sum(per_function.values())
     for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:25]:
         print(f"{count:12} {count / total:6.1%}  {name}")
 
 
+def profile_steps(target, case, plugin):
+    """A llama_token case's measured steps alone, per token: the profile with the steps minus the one without."""
+    with_steps, without = profile(target, case, plugin, 1), profile(target, case, plugin, 2)
+    steps = 8  # llama::steps in mcu/mcu_bench.cpp
+    diff = {k: with_steps.get(k, 0) - without.get(k, 0) for k in set(with_steps) | set(without)}
+    total = sum(diff.values())
+    print(f"{total / steps:12.0f} instructions per token")
+    for name, count in sorted(diff.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"{count / steps:12.0f} {count / total:6.1%}  {name}")
+
+
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--profile-steps":
+        profile_steps(args[1], int(args[2]), build_plugin())
+        return 0
     if args and args[0] == "--profile":
         profile(args[1], int(args[2]), build_plugin())
         return 0
@@ -118,6 +137,8 @@ def main():
         for op, shape, work, insns in rows:
             note = budgets.note(target, op, shape, insns)
             unit = "per elem" if op == "softmax_rows" else ""
+            if op == "llama_token":  # shape 260K_FORMAT@POSITIONxSTEPS: the count covers STEPS tokens
+                unit = f"{insns / int(shape.rsplit('x', 1)[1]):.0f} per token"
             print(f"{op:20} {shape:14} {work:9} {insns:12} {insns / work:8.3f}   {note} {unit}".rstrip())
         print()
     return budgets.finish(targets,

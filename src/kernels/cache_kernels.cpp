@@ -123,9 +123,70 @@ inline float row_scale(const float* scales, std::size_t j, std::size_t stride) n
 // The fused products, scalar, one function per product for both formats (flash: the Cortex-M builds link these):
 // each key's element converted once for up to four query rows; P·V over columns [c0, d_v) only, so the vector
 // tables finish with it from where their vectors stopped.
+// q8, two query rows at a time (decoding: the rows of one K/V head's query group): scalar sums in registers and
+// pointers that step by one, where the shared loop below keeps four sums in memory and tests the format per element
+// (a few times the instructions on Cortex-M). Same products in the same order: the same floats.
+void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                       std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                       std::size_t lds) noexcept {
+  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
+    const bool two = nr - r0 >= 2;
+    const float* const q0 = q + r0 * ldq;
+    const float* const q1 = two ? q0 + ldq : q0;
+    float* s0 = s + r0 * lds;
+    float* s1 = two ? s0 + lds : s0;
+    const std::int8_t* kj = k;
+    const float* sc = scales;
+    for (std::size_t j = bk; j != 0; --j, kj += ldk, sc += scale_stride) {
+      const float scale = *sc;
+      const float* a = q0;
+      const float* b = q1;
+      const std::int8_t* kp = kj;
+      float acc0 = 0.0f, acc1 = 0.0f;
+      for (std::size_t p = d; p != 0; --p) {
+        const float x = scale * static_cast<float>(*kp++);
+        acc0 = fmadd(*a++, x, acc0);
+        acc1 = fmadd(*b++, x, acc1);
+      }
+      *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
+      *s0++ = acc0;
+    }
+  }
+}
+// q8 P·V, two rows at a time, one output column at a time over the block's keys: o[r][c] = o[r][c]·alpha[r] (or 0),
+// then + p[r][j]·v̂[j][c] in key order, as the shared loop's per-key order gives each element.
+void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
+                        std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
+                        const float* alpha, float* o, std::size_t ldo) noexcept {
+  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
+    const std::size_t r1 = nr - r0 >= 2 ? r0 + 1 : r0;
+    const float* const p0 = p + r0 * ldp;
+    const float* const p1 = p + r1 * ldp;
+    float* const o0 = o + r0 * ldo;
+    float* const o1 = o + r1 * ldo;
+    for (std::size_t c = c0; c < d_v; ++c) {
+      float acc0 = alpha != nullptr ? o0[c] * alpha[r0] : 0.0f;
+      float acc1 = alpha != nullptr ? o1[c] * alpha[r1] : 0.0f;
+      const std::int8_t* vp = v + c;
+      const float* sc = scales;
+      const float* a = p0;
+      const float* b = p1;
+      for (std::size_t j = bk; j != 0; --j, vp += ldv, sc += scale_stride) {
+        const float x = *sc * static_cast<float>(*vp);
+        acc0 = fmadd(*a++, x, acc0);
+        acc1 = fmadd(*b++, x, acc1);
+      }
+      o1[c] = acc1;
+      o0[c] = acc0;
+    }
+  }
+}
+
 void rows_dot_stored(bool f16, const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const void* k,
                      std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
                      std::size_t lds) noexcept {
+  if (!f16)
+    return rows_dot_q8_pairs(q, ldq, nr, d, static_cast<const std::int8_t*>(k), ldk, scales, scale_stride, bk, s, lds);
   for (std::size_t j = 0; j < bk; ++j) {
     const void* kj = stored_row(f16, k, j, ldk);
     const float sc = row_scale(scales, j, scale_stride);
@@ -143,6 +204,9 @@ void rows_dot_stored(bool f16, const float* q, std::size_t ldq, std::size_t nr, 
 void rows_axpy_stored(bool f16, const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const void* v,
                       std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
                       const float* alpha, float* o, std::size_t ldo) noexcept {
+  if (!f16)
+    return rows_axpy_q8_pairs(p, ldp, nr, bk, static_cast<const std::int8_t*>(v), ldv, scales, scale_stride, c0, d_v,
+                              alpha, o, ldo);
   for (std::size_t r = 0; r < nr; ++r)
     for (std::size_t c = c0; c < d_v; ++c) o[r * ldo + c] = alpha != nullptr ? o[r * ldo + c] * alpha[r] : 0.0f;
   for (std::size_t j = 0; j < bk; ++j) {

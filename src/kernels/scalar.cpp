@@ -167,6 +167,26 @@ __attribute__((noinline)) void gemm_4x4_scalar(const GemmArgs& g, std::size_t i0
 // step (1 when transposed, ldb otherwise): they are not worth a copy per layout.
 __attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
   const float* __restrict a = g.a + i * g.lda;
+  if (g.transpose_b) {
+    // Four contiguous rows of b (linear()'s weights for one row of x, the decoding case): pointers that only step
+    // by one element, which Armv7-M loads with writeback (the strided form below costs twice the instructions at
+    // -Os); each sum still runs over p in order.
+    const float* __restrict b0 = g.b + j0 * g.ldb;
+    const float* __restrict b1 = b0 + g.ldb;
+    const float* __restrict b2 = b1 + g.ldb;
+    const float* __restrict b3 = b2 + g.ldb;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+    for (std::size_t p = g.k; p != 0; --p) {
+      const float x = *a++;
+      c0 = fmadd(x, *b0++, c0);
+      c1 = fmadd(x, *b1++, c1);
+      c2 = fmadd(x, *b2++, c2);
+      c3 = fmadd(x, *b3++, c3);
+    }
+    float* __restrict c = g.c + i * g.ldc + j0;
+    c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3;
+    return;
+  }
   const std::size_t step = g.transpose_b ? 1 : g.ldb, next_col = g.transpose_b ? g.ldb : 1;
   const float* __restrict b0 = g.transpose_b ? g.b + j0 * g.ldb : g.b + j0;
   const float* __restrict b1 = b0 + next_col;
@@ -182,6 +202,36 @@ __attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i,
   }
   float* __restrict c = g.c + i * g.ldc + j0;
   c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3;
+}
+
+// One row against eight contiguous rows of b (transpose_b: linear()'s one row of x): x loaded once per eight
+// products, where gemm_1x4_scalar loads it per four (Armv7-M has the registers for the eight pointers and sums).
+__attribute__((noinline)) void gemm_1x8t_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
+  const float* __restrict a = g.a + i * g.lda;
+  const float* __restrict b[8];
+  for (std::size_t r = 0; r < 8; ++r) b[r] = g.b + (j0 + r) * g.ldb;
+  const float* __restrict b0 = b[0];
+  const float* __restrict b1 = b[1];
+  const float* __restrict b2 = b[2];
+  const float* __restrict b3 = b[3];
+  const float* __restrict b4 = b[4];
+  const float* __restrict b5 = b[5];
+  const float* __restrict b6 = b[6];
+  const float* __restrict b7 = b[7];
+  float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f, c6 = 0.0f, c7 = 0.0f;
+  for (std::size_t p = g.k; p != 0; --p) {
+    const float x = *a++;
+    c0 = fmadd(x, *b0++, c0);
+    c1 = fmadd(x, *b1++, c1);
+    c2 = fmadd(x, *b2++, c2);
+    c3 = fmadd(x, *b3++, c3);
+    c4 = fmadd(x, *b4++, c4);
+    c5 = fmadd(x, *b5++, c5);
+    c6 = fmadd(x, *b6++, c6);
+    c7 = fmadd(x, *b7++, c7);
+  }
+  float* __restrict c = g.c + i * g.ldc + j0;
+  c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3, c[4] = c4, c[5] = c5, c[6] = c6, c[7] = c7;
 }
 
 // Four rows against one column (the columns left right of the last 4-column tile), and one element.
@@ -225,7 +275,10 @@ void gemm_tiles_scalar(const GemmArgs& g) noexcept {
     for (std::size_t j = n4; j < g.n; ++j) gemm_4x1_scalar(g, i0, j);
   }
   for (std::size_t i = m4; i < g.m; ++i) {
-    for (std::size_t j0 = 0; j0 < n4; j0 += gemm_nr) gemm_1x4_scalar(g, i, j0);
+    std::size_t j0 = 0;
+    if (TransposeB)
+      for (; j0 + 2 * gemm_nr <= n4; j0 += 2 * gemm_nr) gemm_1x8t_scalar(g, i, j0);
+    for (; j0 < n4; j0 += gemm_nr) gemm_1x4_scalar(g, i, j0);
     for (std::size_t j = n4; j < g.n; ++j) gemm_1x1_scalar(g, i, j);
   }
 }
@@ -469,16 +522,31 @@ void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
 // ---- row kernels (one query or one row of a per row, see kernels.hpp) ----
 // Outside the anonymous namespace: the Helium table uses them too (it has no row kernels of its own yet).
 
+// Two query rows at a time (decoding: the rows of one K/V head's query group), the sums in registers and pointers
+// that step by one (Cortex-M loads with writeback): each sum over p in order, as before.
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept {
-  for (std::size_t r = 0; r < nr; ++r)
-    for (std::size_t j = 0; j < bk; ++j) {
-      const float* qr = q + r * ldq;
-      const float* kj = k + j * ldk;
-      float acc = 0.0f;
-      for (std::size_t p = 0; p < d; ++p) acc = fmadd(qr[p], kj[p], acc);
-      s[r * lds + j] = acc;
+  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
+    const bool two = nr - r0 >= 2;
+    const float* const q0 = q + r0 * ldq;
+    const float* const q1 = two ? q0 + ldq : q0;
+    float* s0 = s + r0 * lds;
+    float* s1 = two ? s0 + lds : s0;
+    const float* kj = k;
+    for (std::size_t j = bk; j != 0; --j, kj += ldk) {
+      const float* a = q0;
+      const float* b = q1;
+      const float* kp = kj;
+      float acc0 = 0.0f, acc1 = 0.0f;
+      for (std::size_t p = d; p != 0; --p) {
+        const float x = *kp++;
+        acc0 = fmadd(*a++, x, acc0);
+        acc1 = fmadd(*b++, x, acc1);
+      }
+      *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
+      *s0++ = acc0;
     }
+  }
 }
 
 void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t bk, float* m, float* l,
@@ -499,15 +567,27 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
   }
 }
 
+// Two rows at a time, one output column at a time over the block's keys: o[r][c]·alpha[r] (or 0), then
+// + p[r][j]·v[j][c] in key order, each element's sequence as before.
 void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                       std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
-  for (std::size_t r = 0; r < nr; ++r) {
-    float* orow = o + r * ldo;
-    for (std::size_t c = 0; c < d_v; ++c) orow[c] = alpha != nullptr ? orow[c] * alpha[r] : 0.0f;
-    for (std::size_t j = 0; j < bk; ++j) {
-      const float pj = p[r * ldp + j];
-      const float* vj = v + j * ldv;
-      for (std::size_t c = 0; c < d_v; ++c) orow[c] = fmadd(pj, vj[c], orow[c]);
+  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
+    const std::size_t r1 = nr - r0 >= 2 ? r0 + 1 : r0;
+    float* const o0 = o + r0 * ldo;
+    float* const o1 = o + r1 * ldo;
+    for (std::size_t c = 0; c < d_v; ++c) {
+      float acc0 = alpha != nullptr ? o0[c] * alpha[r0] : 0.0f;
+      float acc1 = alpha != nullptr ? o1[c] * alpha[r1] : 0.0f;
+      const float* vp = v + c;
+      const float* a = p + r0 * ldp;
+      const float* b = p + r1 * ldp;
+      for (std::size_t j = bk; j != 0; --j, vp += ldv) {
+        const float x = *vp;
+        acc0 = fmadd(*a++, x, acc0);
+        acc1 = fmadd(*b++, x, acc1);
+      }
+      o1[c] = acc1;
+      o0[c] = acc0;
     }
   }
 }
