@@ -429,6 +429,16 @@ def mcu_table(root):
     return table(head, rows), [MCU_BUDGETS]
 
 
+def mcu_llama_token(root):
+    """Instructions per generated token of mcu_bench's llama_token cases (8 steps at positions 128-135)."""
+    c = mcu_counts(root)
+    rows = []
+    for target, label in (("cortex-m4", "Cortex-M4"), ("cortex-m7", "Cortex-M7"), ("cortex-m55", "Cortex-M55")):
+        q8, f32 = c[(target, "llama_token", "260K_q8@128x8")] / 8, c[(target, "llama_token", "260K_f32@128x8")] / 8
+        rows.append([label, f"{q8 / 1e6:.2f} M ({thousands(round(q8))})", f"{f32 / 1e6:.2f} M ({thousands(round(f32))})"])
+    return table(["target", "q8 weights, q8 cache", "f32"], rows), [MCU_BUDGETS]
+
+
 ARM = "bench/results/arm_insns.txt"
 
 
@@ -668,6 +678,7 @@ TABLES = {
     "attention-phases": attention_phases,
     "layers": layers_table,
     "mcu-insns": mcu_table,
+    "mcu-llama-token": mcu_llama_token,
     "arm-insns": arm_table,
     "arm-decode-insns": arm_decode_table,
     "format-weights": format_weights,
