@@ -450,86 +450,49 @@ void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const
 // objdump and QEMU decode as the architecture says. Encoding T1: 0xfe3f0e01 | Qd << 13 | T << 12 | Qm << 1.
 #define MICROATTN_VCVT_F32_F16(top, qd, qm) ".inst.w 0xfe3f0e01 | (" #qd " << 13) | (" #top " << 12) | (" #qm " << 1)\n\t"
 
-// The sums over k8 columns (a multiple of 8) of x times four rows of binary16 weights w[0..3]: per 8 columns of
-// a row one VLDRH.U16 of 8 halves, VCVTT (the odd columns) and VCVTB (the even ones) to floats, two VFMAs against
-// x loaded de-interleaved (VLD20/VLD21) once for the four rows. The conversions are exact for every half
-// (subnormals too: FZ16 does not apply to them; inf and NaN stay inf and NaN). The four sums go to sums[0..3].
-void f16_quad_helium(const float* x, const std::uint16_t* const w[4], std::size_t k8, float sums[4]) noexcept {
-  const std::uint16_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-  register std::size_t count asm("lr") = k8 / 8;
-#define MICROATTN_F16_ROW(p, acc)                                          \
-  "vldrh.u16 q6, [%[" p "]], #16\n\t" MICROATTN_VCVT_F32_F16(1, 7, 6)     \
-      MICROATTN_VCVT_F32_F16(0, 6, 6) "vfma.f32 " acc ", q1, q7\n\t"       \
-      "vfma.f32 " acc ", q0, q6\n\t"
-  asm volatile(
-      "vmov.i32 q2, #0\n\t"
-      "vmov.i32 q3, #0\n\t"
-      "vmov.i32 q4, #0\n\t"
-      "vmov.i32 q5, #0\n\t"
-      "dls lr, lr\n"
-      "1:\n\t"
-      "vld20.32 {q0, q1}, [%[x]]\n\t"
-      "vld21.32 {q0, q1}, [%[x]]!\n\t"
-      MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") MICROATTN_F16_ROW("w2", "q4")
-      MICROATTN_F16_ROW("w3", "q5")
-      "le lr, 1b\n\t"
-      "vadd.f32 s8, s8, s9\n\t"
-      "vadd.f32 s10, s10, s11\n\t"
-      "vadd.f32 s8, s8, s10\n\t"
-      "vadd.f32 s12, s12, s13\n\t"
-      "vadd.f32 s14, s14, s15\n\t"
-      "vadd.f32 s12, s12, s14\n\t"
-      "vadd.f32 s16, s16, s17\n\t"
-      "vadd.f32 s18, s18, s19\n\t"
-      "vadd.f32 s16, s16, s18\n\t"
-      "vadd.f32 s20, s20, s21\n\t"
-      "vadd.f32 s22, s22, s23\n\t"
-      "vadd.f32 s20, s20, s22\n\t"
-      "vstr s8, [%[o]]\n\t"
-      "vstr s12, [%[o], #4]\n\t"
-      "vstr s16, [%[o], #8]\n\t"
-      "vstr s20, [%[o], #12]\n\t"
-      : [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), "+r"(count)
-      : [o] "r"(sums)
-      : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "memory");
-#undef MICROATTN_F16_ROW
-}
-
+// Quads of rows of binary16 weights against x, k8 columns (a multiple of 8): per 8 columns of a row one VLDRH.U16
+// of 8 halves, VCVTT (the odd columns) and VCVTB (the even ones) to floats, two VFMAs against x loaded
+// de-interleaved (VLD20/VLD21) once for the four rows. The conversions are exact for every half (subnormals too:
+// FZ16 does not apply to them; inf and NaN stay inf and NaN).
 // What f16_quads_helium reads from memory besides its registers (byte offsets fixed: the asm names them).
 struct alignas(16) F16Job {
   float acc[16];         // 0: the four rows' accumulators, read back transposed (VLD40..43) to be summed as one vector
   const float* x;        // 64
-  std::uint32_t pairs;   // 68: 16-column steps per row
+  std::uint32_t pairs;   // 68: 16-column steps per row after its first 8 columns
   std::uint32_t single;  // 72: 1 when an 8-column step follows them
 };
 static_assert(offsetof(F16Job, x) == 64 && offsetof(F16Job, single) == 72, "the asm's offsets");
 
-// f16_quad_helium for whole quads of rows from w0 until y reaches y_end, k a multiple of 8 (each quad's rows end
-// where the next quad's begin; ldw: the row stride in bytes), one loop pass per quad: the four accumulators summed
-// lane-wise after a transpose, the base added (the bias, base_step 16, or four zeros, base_step 0), one vector
-// store. asm: GCC -Os spilled the driver's pointers around the quads.
+// The quads of rows from w0 until y reaches y_end (ldw: the row stride in bytes; advance: ldw − 2·k8, from the end
+// of a quad's last row to the next quad), one loop pass per quad: the four accumulators summed lane-wise after a
+// transpose, the base added (the bias, base_step 16, or four zeros, base_step 0), one vector store of the four
+// sums. asm: GCC -Os spilled the driver's pointers around the quads.
 void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, const float* base,
-                      std::uint32_t base_step, std::uint32_t ldw, F16Job& job) noexcept {
+                      std::uint32_t base_step, std::uint32_t ldw, std::uint32_t advance, F16Job& job) noexcept {
   const std::uint16_t *w1, *w2, *w3;
   const float* xp;
 #define MICROATTN_F16_ROW(p, acc)                                          \
   "vldrh.u16 q6, [%[" p "]], #16\n\t" MICROATTN_VCVT_F32_F16(1, 7, 6)     \
       MICROATTN_VCVT_F32_F16(0, 6, 6) "vfma.f32 " acc ", q1, q7\n\t"       \
       "vfma.f32 " acc ", q0, q6\n\t"
-#define MICROATTN_F16_STEP                                                                      \
-  "vld20.32 {q0, q1}, [%[xp]]\n\t"                                                              \
-  "vld21.32 {q0, q1}, [%[xp]]!\n\t" MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") \
-      MICROATTN_F16_ROW("w2", "q4") MICROATTN_F16_ROW("w3", "q5")
+#define MICROATTN_F16_FIRST(p, acc)                                        \
+  "vldrh.u16 q6, [%[" p "]], #16\n\t" MICROATTN_VCVT_F32_F16(1, 7, 6)     \
+      MICROATTN_VCVT_F32_F16(0, 6, 6) "vmul.f32 " acc ", q1, q7\n\t"       \
+      "vfma.f32 " acc ", q0, q6\n\t"
+#define MICROATTN_F16_X                \
+  "vld20.32 {q0, q1}, [%[xp]]\n\t"     \
+  "vld21.32 {q0, q1}, [%[xp]]!\n\t"
+#define MICROATTN_F16_STEP                                                                                  \
+  MICROATTN_F16_X MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") MICROATTN_F16_ROW("w2", "q4") \
+      MICROATTN_F16_ROW("w3", "q5")
   asm volatile(
       "1:\n\t"
       "add %[w1], %[w0], %[ldw]\n\t"
       "add %[w2], %[w1], %[ldw]\n\t"
       "add %[w3], %[w2], %[ldw]\n\t"
       "ldrd %[xp], lr, [%[P], #64]\n\t"
-      "vmov.i32 q2, #0\n\t"
-      "vmov.i32 q3, #0\n\t"
-      "vmov.i32 q4, #0\n\t"
-      "vmov.i32 q5, #0\n\t"
+      MICROATTN_F16_X MICROATTN_F16_FIRST("w0", "q2") MICROATTN_F16_FIRST("w1", "q3")
+      MICROATTN_F16_FIRST("w2", "q4") MICROATTN_F16_FIRST("w3", "q5")
       "wls lr, lr, 3f\n"
       "2:\n\t" MICROATTN_F16_STEP MICROATTN_F16_STEP
       "le lr, 2b\n"
@@ -552,25 +515,36 @@ void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, con
       "add %[b], %[b], %[bs]\n\t"
       "vadd.f32 q0, q1, q0\n\t"
       "vstrw.32 q0, [%[y]], #16\n\t"
-      "mov %[w0], %[w3]\n\t"
+      "add %[w0], %[w3], %[adv]\n\t"
       "cmp %[y], %[ye]\n\t"
       "bne 1b\n\t"
       : [xp] "=&r"(xp), [w0] "+r"(w0), [w1] "=&r"(w1), [w2] "=&r"(w2), [w3] "=&r"(w3), [y] "+r"(y), [b] "+r"(base)
-      : [P] "r"(&job), [ye] "r"(y_end), [bs] "r"(base_step), [ldw] "r"(ldw)
+      : [P] "r"(&job), [ye] "r"(y_end), [bs] "r"(base_step), [ldw] "r"(ldw), [adv] "r"(advance)
       : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory");
 #undef MICROATTN_F16_STEP
+#undef MICROATTN_F16_X
+#undef MICROATTN_F16_FIRST
 #undef MICROATTN_F16_ROW
 }
 
-// Whether none of x_0..x_k8−1 is subnormal (vector arithmetic would flush it): as doubled bits u, the smallest
-// u − 1 (which skips zeros) at least FLT_MIN's − 1.
-bool f16_x_plain(const float* x, std::size_t k8) noexcept {
-  uint32x4_t lo = vdupq_n_u32(0xffffffffu);
-  for (std::size_t c = 0; c < k8; c += 4) {
-    const uint32x4_t u = vshlq_n_u32(vldrwq_u32(reinterpret_cast<const std::uint32_t*>(x + c)), 1);
-    lo = vminq_u32(lo, vsubq_n_u32(u, 1));
-  }
-  return vminvq_u32(0xffffffffu, lo) >= 0x00ffffffu;
+// Whether none of x_0..x_n−1 (n > 0) is subnormal (vector arithmetic would flush it): as doubled bits u, the
+// smallest u − 1 (which skips zeros) at least FLT_MIN's − 1. A tail-predicated loop, as absmax_bits_helium.
+bool f16_x_plain(const float* x, std::size_t n) noexcept {
+  std::uint32_t m = 0xffffffffu;
+  asm volatile(
+      "vmov.i8 q1, #0xff\n\t"
+      "dlstp.32 lr, %[n]\n"
+      "1:\n\t"
+      "vldrw.u32 q0, [%[x]], #16\n\t"
+      "vshl.i32 q0, q0, #1\n\t"
+      "vsub.i32 q0, q0, %[one]\n\t"
+      "vmin.u32 q1, q1, q0\n\t"
+      "letp lr, 1b\n\t"
+      "vminv.u32 %[m], q1\n\t"
+      : [m] "+r"(m), [x] "+r"(x)
+      : [n] "r"(n), [one] "r"(1u)
+      : "q0", "q1", "lr", "memory");
+  return m >= 0x00ffffffu;
 }
 
 // Σ x_c·w_c over c in [c0, k) in order on the scalar FPU, each half converted by VCVTB (exact for every pattern;
@@ -588,38 +562,30 @@ __attribute__((noinline)) float f16_dot_scalar(const float* x, const std::uint16
   return s;
 }
 
-// f16 in vectors: when k is a multiple of 8 the whole quads of rows in f16_quads_helium, else quads over the
-// columns' whole groups of 8 (f16_quad_helium) and the last k % 8 columns in scalar; the last n % 4 rows as a quad
-// whose missing rows repeat row n − 1 and are not stored. Every row in scalar
-// when x has a subnormal element among those columns.
+// f16 in vectors when n >= 4 and x has no subnormal element among the columns' whole groups of 8: the quads of
+// rows (the last n % 4 rows in a last quad that overlaps the one before: its rows are computed alike and stored
+// again), then the last k % 8 columns of each row in scalar. Else every row in scalar.
 void linear_f16_helium(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
-  const std::size_t n = a.n, k = a.k, k8 = k & ~static_cast<std::size_t>(7);
+  const std::size_t n = a.n, k = a.k, k8 = k & ~static_cast<std::size_t>(7), n4 = n & ~static_cast<std::size_t>(3);
+  static const float zeros[4] = {};
+  const float* const base = a.bias != nullptr ? a.bias : zeros;
+  const std::uint32_t base_step = a.bias != nullptr ? 16u : 0u, ldw = static_cast<std::uint32_t>(2 * k),
+                      advance = static_cast<std::uint32_t>(2 * (k - k8));
   for (std::size_t i = 0; i < a.m; ++i) {
     const float* x = a.x + i * a.ldx;
     float* y = a.y + i * a.ldy;
-    const bool vectors = k8 != 0 && f16_x_plain(x, k8);
-    std::size_t r0 = 0;
-    if (vectors && k8 == k && n >= 4) {
-      static const float zeros[4] = {};
-      F16Job job{{}, x, static_cast<std::uint32_t>(k / 16), static_cast<std::uint32_t>(k / 8 % 2)};
-      f16_quads_helium(w, y, y + (n & ~static_cast<std::size_t>(3)), a.bias != nullptr ? a.bias : zeros,
-                       a.bias != nullptr ? 16u : 0u, static_cast<std::uint32_t>(2 * k), job);
-      r0 = n & ~static_cast<std::size_t>(3);
-    }
-    for (std::size_t r = r0; r < n; r += 4) {
-      alignas(8) float sums[4];
-      const std::uint16_t* wr = w + r * k;
-      const std::size_t rows = n - r < 4 ? n - r : 4;
-      if (vectors) {
-        const std::uint16_t* const quad[4] = {wr, wr + (rows > 1 ? k : 0), wr + (rows > 2 ? 2 * k : 0),
-                                              wr + (rows - 1) * k};
-        f16_quad_helium(x, quad, k8, sums);
-      }
-      for (std::size_t j = 0; j < rows; ++j, wr += k) {
-        const float s = vectors ? sums[j] + f16_dot_scalar(x, wr, k8, k) : f16_dot_scalar(x, wr, 0, k);
-        y[r + j] = (a.bias != nullptr ? a.bias[r + j] : 0.0f) + s;
-      }
+    if (n >= 4 && k8 != 0 && f16_x_plain(x, k8)) {
+      // The first 8 columns start the sums (VMUL), the rest go in pairs of 8, then the last 8 when their count is odd.
+      F16Job job{{}, x, static_cast<std::uint32_t>((k8 - 8) / 16), static_cast<std::uint32_t>((k8 - 8) / 8 % 2)};
+      f16_quads_helium(w, y, y + n4, base, base_step, ldw, advance, job);
+      if (n4 != n) f16_quads_helium(w + (n - 4) * k, y + n - 4, y + n, base + (n - 4) * base_step / 16, 0, ldw,
+                                    advance, job);
+      if (k8 != k)
+        for (std::size_t r = 0; r < n; ++r) y[r] += f16_dot_scalar(x, w + r * k, k8, k);
+    } else {
+      for (std::size_t r = 0; r < n; ++r)
+        y[r] = (a.bias != nullptr ? a.bias[r] : 0.0f) + f16_dot_scalar(x, w + r * k, 0, k);
     }
   }
 }
