@@ -482,16 +482,15 @@ TEST_P(LinearKernel, F16WithSubnormalAndLargeX) {
       std::mt19937 rng(static_cast<std::uint32_t>(8000 + k + m));
       for (std::size_t i = 0; i < n * k; ++i)  // normal halves with exponents 1..30, either sign
         w.f16()[i] = static_cast<std::uint16_t>(((rng() & 1u) << 15) | ((1 + rng() % 30) << 10) | (rng() & 1023u));
+      const auto element = [&](int kind, std::size_t c) {
+        if (kind == 0) return std::ldexp(static_cast<float>(1 + rng() % 1000), -140);  // subnormal
+        if (kind == 1) return c % 5 == 2 ? 3.0e-39f : 0.25f;  // one subnormal among normal ones
+        if (kind == 2) return c % 7 == 3 ? 70000.0f : -1.5f;  // 2¹⁶ and above
+        return static_cast<float>(c) - 11.5f;                 // plain
+      };
       Guarded x(m, k);
       for (std::size_t r = 0; r < m; ++r)
-        for (std::size_t c = 0; c < k; ++c) {
-          switch (kinds[r]) {
-            case 0: x.at(r, c) = std::ldexp(static_cast<float>(1 + rng() % 1000), -140); break;
-            case 1: x.at(r, c) = c % 5 == 2 ? 3.0e-39f : 0.25f; break;
-            case 2: x.at(r, c) = c % 7 == 3 ? 70000.0f : -1.5f; break;
-            default: x.at(r, c) = static_cast<float>(c) - 11.5f; break;
-          }
-        }
+        for (std::size_t c = 0; c < k; ++c) x.at(r, c) = element(kinds[r], c);
       Guarded y(m, n);
       run(GetParam(), w, x, nullptr, y);  // no bias: it would hide the subnormal rows' products
       EXPECT_TRUE(matches(y, reference(w, x, nullptr), k, Format::f16)) << "k=" << k << " m=" << m;

@@ -448,7 +448,9 @@ void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const
 // MVE's VCVTB/VCVTT.F32.F16 (Q registers) by encoding: GNU as 2.40 encodes the f32.f16 direction with both
 // register numbers doubled (vcvtb.f32.f16 q0, q1 comes out as q0, q2; q4 and up as undefined encodings), which
 // objdump and QEMU decode as the architecture says. Encoding T1: 0xfe3f0e01 | Qd << 13 | T << 12 | Qm << 1.
+// clang-format off
 #define MICROATTN_VCVT_F32_F16(top, qd, qm) ".inst.w 0xfe3f0e01 | (" #qd " << 13) | (" #top " << 12) | (" #qm " << 1)\n\t"
+// clang-format on
 
 // Quads of rows of binary16 weights against x, k8 columns (a multiple of 8): per 8 columns of a row one VLDRH.U16
 // of 8 halves, VCVTT (the odd columns) and VCVTB (the even ones) to floats, two VFMAs against x loaded
@@ -467,10 +469,11 @@ static_assert(offsetof(F16Job, x) == 64 && offsetof(F16Job, single) == 72, "the 
 // of a quad's last row to the next quad), one loop pass per quad: the four accumulators summed lane-wise after a
 // transpose, the base added (the bias, base_step 16, or four zeros, base_step 0), one vector store of the four
 // sums. asm: GCC -Os spilled the driver's pointers around the quads.
-void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, const float* base,
-                      std::uint32_t base_step, std::uint32_t ldw, std::uint32_t advance, F16Job& job) noexcept {
+void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, const float* base, std::uint32_t base_step,
+                      std::uint32_t ldw, std::uint32_t advance, F16Job& job) noexcept {
   const std::uint16_t *w1, *w2, *w3;
   const float* xp;
+// clang-format off
 #define MICROATTN_F16_ROW(p, acc)                                          \
   "vldrh.u16 q6, [%[" p "]], #16\n\t" MICROATTN_VCVT_F32_F16(1, 7, 6)     \
       MICROATTN_VCVT_F32_F16(0, 6, 6) "vfma.f32 " acc ", q1, q7\n\t"       \
@@ -485,6 +488,7 @@ void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, con
 #define MICROATTN_F16_STEP                                                                                  \
   MICROATTN_F16_X MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") MICROATTN_F16_ROW("w2", "q4") \
       MICROATTN_F16_ROW("w3", "q5")
+  // clang-format on
   asm volatile(
       "1:\n\t"
       "add %[w1], %[w0], %[ldw]\n\t"
@@ -579,8 +583,8 @@ void linear_f16_helium(const LinearArgs& a) noexcept {
       // The first 8 columns start the sums (VMUL), the rest go in pairs of 8, then the last 8 when their count is odd.
       F16Job job{{}, x, static_cast<std::uint32_t>((k8 - 8) / 16), static_cast<std::uint32_t>((k8 - 8) / 8 % 2)};
       f16_quads_helium(w, y, y + n4, base, base_step, ldw, advance, job);
-      if (n4 != n) f16_quads_helium(w + (n - 4) * k, y + n - 4, y + n, base + (n - 4) * base_step / 16, 0, ldw,
-                                    advance, job);
+      if (n4 != n)
+        f16_quads_helium(w + (n - 4) * k, y + n - 4, y + n, base + (n - 4) * base_step / 16, 0, ldw, advance, job);
       if (k8 != k)
         for (std::size_t r = 0; r < n; ++r) y[r] += f16_dot_scalar(x, w + r * k, k8, k);
     } else {

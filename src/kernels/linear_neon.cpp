@@ -3,9 +3,10 @@
 // build; empty without NEON (Cortex-M: the scalar kernels).
 //
 // f16: each weight vector is converted once and used by every x row of the tile; on ARMv7, whose Advanced SIMD
-// flushes subnormal operands, a row of x with a subnormal element goes through the scalar kernel (VFP). q8: per 16 bytes, eight int16
-// pairs of products (each pair at most 2·128·127 = 32512: no overflow, −128 included) accumulated into int32 lanes,
-// or one sdot; each group's lanes are scaled in float, lane by lane, and reduced once per output and chunk.
+// flushes subnormal operands, a row of x with a subnormal element goes through the scalar kernel (VFP). q8: per 16
+// bytes, eight int16 pairs of products (each pair at most 2·128·127 = 32512: no overflow, −128 included) accumulated
+// into int32 lanes, or one sdot; each group's lanes are scaled in float, lane by lane, and reduced once per output and
+// chunk.
 #include "kernels/linear_kernels.hpp"
 
 #if defined(__ARM_NEON)
