@@ -3,9 +3,9 @@
 // q8: four weight rows per pass share each 16-byte vector of x; VMLADAVA.S8 sums 16 int8 products into an int32
 // (exact: a 256-column segment stays below 2²³), the last seg % 16 columns through predicated loads (inactive
 // lanes read nothing and give zeros). The four rows' sums are scaled as one vector per segment.
-// f16: four weight rows per pass, the halves widened to floats exactly in integer instructions (MVE's own
-// VCVTB.F32.F16 on Q registers faults as undefined under QEMU 7.2, and objdump does not decode GCC 12's encoding,
-// so it could not be tested here); inf, NaN and subnormal halves, whose bits this cannot take, on the scalar FPU.
+// f16: four weight rows per pass share each de-interleaved 8 columns of x; MVE's VCVTB/VCVTT.F32.F16 widen the
+// halves exactly (emitted by encoding: GNU as 2.40 mis-encodes their registers); rows of x with a subnormal
+// element, which vector arithmetic would flush, on the scalar FPU.
 // Quantization: absmax on the float bits in vectors; x / s rounded by VCVTA (to nearest, ties away from zero:
 // quantize_one's rule) through x·(1/s) in vectors where that provably rounds alike, else the scalar FPU's division
 // (MVE has none).
@@ -445,97 +445,110 @@ void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const
 #pragma GCC push_options
 #pragma GCC optimize("Os")
 
-// The sums over k8 columns (a multiple of 8) of x times four rows of binary16 weights from w0 (row stride ldw
-// halves), widened exactly in integer instructions: VSHLLB/VSHLLT.S16 #13 puts a half's exponent and significand
-// where a float's are, 2¹¹² times too small, with copies of its sign in bits 31..28; clearing bits 30..28 leaves the
-// sign in bit 31. They take the even and the odd halves, so x is loaded de-interleaved (VLD20/VLD21), and the 2¹¹²
-// goes into x (|x| < 2¹⁶: the caller checks): each product is the product of x and the weight, zeros stay zeros.
-// Inf and NaN halves would come out finite and subnormal halves as subnormal floats, which vector arithmetic
-// flushes: every 8 halves are also checked as doubled 16-bit magnitudes u (the largest u, and the smallest u − 1,
-// which skips zeros). Returns false when the quad holds such a weight. sums: the four rows' sums.
-bool f16_quad_helium(const float* x, const std::uint16_t* w0, std::size_t ldw, std::size_t k8, float sums[4]) noexcept {
-  const std::uint16_t* w1 = w0 + ldw;
-  const std::uint16_t* w2 = w1 + ldw;
-  const std::uint16_t* w3 = w2 + ldw;
-  register std::size_t count asm("lr") = k8 / 8;
-  std::uint32_t umax, umin;
-#define MICROATTN_F16_ROW(p, acc) \
-  "vldrh.u16 q6, [%[" p           \
-  "]], #16\n\t"                   \
-  "vshllt.s16 q7, q6, #13\n\t"    \
-  "vbic.i32 q7, #0x70000000\n\t"  \
-  "vfma.f32 " acc                 \
-  ", q1, q7\n\t"                  \
-  "vshllb.s16 q7, q6, #13\n\t"    \
-  "vbic.i32 q7, #0x70000000\n\t"  \
-  "vfma.f32 " acc                 \
-  ", q0, q7\n\t"                  \
-  "vshl.i16 q6, q6, #1\n\t"       \
-  "vmaxv.u16 %[umax], q6\n\t"     \
-  "vsub.i16 q6, q6, %[one]\n\t"   \
-  "vminv.u16 %[umin], q6\n\t"
-  asm volatile(
-      "movs %[umax], #0\n\t"
-      "movw %[umin], #0xffff\n\t"
-      "vmov.i32 q2, #0\n\t"
-      "vmov.i32 q3, #0\n\t"
-      "vmov.i32 q4, #0\n\t"
-      "vmov.i32 q5, #0\n\t"
-      "dls lr, lr\n"
-      "1:\n\t"
-      "vld20.32 {q0, q1}, [%[x]]\n\t"
-      "vld21.32 {q0, q1}, [%[x]]!\n\t"
-      "vmul.f32 q0, q0, %[big]\n\t"
-      "vmul.f32 q1, q1, %[big]\n\t"
-      MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") MICROATTN_F16_ROW("w2", "q4")
+// MVE's VCVTB/VCVTT.F32.F16 (Q registers) by encoding: GNU as 2.40 encodes the f32.f16 direction with both
+// register numbers doubled (vcvtb.f32.f16 q0, q1 comes out as q0, q2; q4 and up as undefined encodings), which
+// objdump and QEMU decode as the architecture says. Encoding T1: 0xfe3f0e01 | Qd << 13 | T << 12 | Qm << 1.
+// clang-format off
+#define MICROATTN_VCVT_F32_F16(top, qd, qm) ".inst.w 0xfe3f0e01 | (" #qd " << 13) | (" #top " << 12) | (" #qm " << 1)\n\t"
+// clang-format on
+
+// Quads of rows of binary16 weights against x, k8 columns (a multiple of 8): per 8 columns of a row one VLDRH.U16
+// of 8 halves, VCVTT (the odd columns) and VCVTB (the even ones) to floats, two VFMAs against x loaded
+// de-interleaved (VLD20/VLD21) once for the four rows. The conversions are exact for every half (subnormals too:
+// FZ16 does not apply to them; inf and NaN stay inf and NaN).
+// What f16_quads_helium reads from memory besides its registers (byte offsets fixed: the asm names them).
+struct alignas(16) F16Job {
+  float acc[16];         // 0: the four rows' accumulators, read back transposed (VLD40..43) to be summed as one vector
+  const float* x;        // 64
+  std::uint32_t pairs;   // 68: 16-column steps per row after its first 8 columns
+  std::uint32_t single;  // 72: 1 when an 8-column step follows them
+};
+static_assert(offsetof(F16Job, x) == 64 && offsetof(F16Job, single) == 72, "the asm's offsets");
+
+// The quads of rows from w0 until y reaches y_end (ldw: the row stride in bytes; advance: ldw − 2·k8, from the end
+// of a quad's last row to the next quad), one loop pass per quad: the four accumulators summed lane-wise after a
+// transpose, the base added (the bias, base_step 16, or four zeros, base_step 0), one vector store of the four
+// sums. asm: GCC -Os spilled the driver's pointers around the quads.
+void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, const float* base, std::uint32_t base_step,
+                      std::uint32_t ldw, std::uint32_t advance, F16Job& job) noexcept {
+  const std::uint16_t *w1, *w2, *w3;
+  const float* xp;
+// clang-format off
+#define MICROATTN_F16_ROW(p, acc)                                          \
+  "vldrh.u16 q6, [%[" p "]], #16\n\t" MICROATTN_VCVT_F32_F16(1, 7, 6)     \
+      MICROATTN_VCVT_F32_F16(0, 6, 6) "vfma.f32 " acc ", q1, q7\n\t"       \
+      "vfma.f32 " acc ", q0, q6\n\t"
+#define MICROATTN_F16_FIRST(p, acc)                                        \
+  "vldrh.u16 q6, [%[" p "]], #16\n\t" MICROATTN_VCVT_F32_F16(1, 7, 6)     \
+      MICROATTN_VCVT_F32_F16(0, 6, 6) "vmul.f32 " acc ", q1, q7\n\t"       \
+      "vfma.f32 " acc ", q0, q6\n\t"
+#define MICROATTN_F16_X                \
+  "vld20.32 {q0, q1}, [%[xp]]\n\t"     \
+  "vld21.32 {q0, q1}, [%[xp]]!\n\t"
+#define MICROATTN_F16_STEP                                                                                  \
+  MICROATTN_F16_X MICROATTN_F16_ROW("w0", "q2") MICROATTN_F16_ROW("w1", "q3") MICROATTN_F16_ROW("w2", "q4") \
       MICROATTN_F16_ROW("w3", "q5")
-      "le lr, 1b\n\t"
-      "vadd.f32 s8, s8, s9\n\t"
-      "vadd.f32 s10, s10, s11\n\t"
-      "vadd.f32 s8, s8, s10\n\t"
-      "vadd.f32 s12, s12, s13\n\t"
-      "vadd.f32 s14, s14, s15\n\t"
-      "vadd.f32 s12, s12, s14\n\t"
-      "vadd.f32 s16, s16, s17\n\t"
-      "vadd.f32 s18, s18, s19\n\t"
-      "vadd.f32 s16, s16, s18\n\t"
-      "vadd.f32 s20, s20, s21\n\t"
-      "vadd.f32 s22, s22, s23\n\t"
-      "vadd.f32 s20, s20, s22\n\t"
-      "vstr s8, [%[o]]\n\t"
-      "vstr s12, [%[o], #4]\n\t"
-      "vstr s16, [%[o], #8]\n\t"
-      "vstr s20, [%[o], #12]\n\t"
-      : [umax] "=&r"(umax), [umin] "=&r"(umin), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
-        [w3] "+r"(w3), "+r"(count)
-      : [big] "r"(0x77800000u), [one] "r"(1u), [o] "r"(sums)  // 2¹¹²
-      : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "memory");
+  // clang-format on
+  asm volatile(
+      "1:\n\t"
+      "add %[w1], %[w0], %[ldw]\n\t"
+      "add %[w2], %[w1], %[ldw]\n\t"
+      "add %[w3], %[w2], %[ldw]\n\t"
+      "ldrd %[xp], lr, [%[P], #64]\n\t"
+      MICROATTN_F16_X MICROATTN_F16_FIRST("w0", "q2") MICROATTN_F16_FIRST("w1", "q3")
+      MICROATTN_F16_FIRST("w2", "q4") MICROATTN_F16_FIRST("w3", "q5")
+      "wls lr, lr, 3f\n"
+      "2:\n\t" MICROATTN_F16_STEP MICROATTN_F16_STEP
+      "le lr, 2b\n"
+      "3:\n\t"
+      "ldr lr, [%[P], #72]\n\t"
+      "wls lr, lr, 4f\n\t" MICROATTN_F16_STEP
+      "4:\n\t"
+      "vstrw.32 q2, [%[P]]\n\t"
+      "vstrw.32 q3, [%[P], #16]\n\t"
+      "vstrw.32 q4, [%[P], #32]\n\t"
+      "vstrw.32 q5, [%[P], #48]\n\t"
+      "vld40.32 {q0, q1, q2, q3}, [%[P]]\n\t"
+      "vld41.32 {q0, q1, q2, q3}, [%[P]]\n\t"
+      "vld42.32 {q0, q1, q2, q3}, [%[P]]\n\t"
+      "vld43.32 {q0, q1, q2, q3}, [%[P]]\n\t"
+      "vadd.f32 q0, q0, q1\n\t"
+      "vadd.f32 q2, q2, q3\n\t"
+      "vadd.f32 q0, q0, q2\n\t"
+      "vldrw.u32 q1, [%[b]]\n\t"
+      "add %[b], %[b], %[bs]\n\t"
+      "vadd.f32 q0, q1, q0\n\t"
+      "vstrw.32 q0, [%[y]], #16\n\t"
+      "add %[w0], %[w3], %[adv]\n\t"
+      "cmp %[y], %[ye]\n\t"
+      "bne 1b\n\t"
+      : [xp] "=&r"(xp), [w0] "+r"(w0), [w1] "=&r"(w1), [w2] "=&r"(w2), [w3] "=&r"(w3), [y] "+r"(y), [b] "+r"(base)
+      : [P] "r"(&job), [ye] "r"(y_end), [bs] "r"(base_step), [ldw] "r"(ldw), [adv] "r"(advance)
+      : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory");
+#undef MICROATTN_F16_STEP
+#undef MICROATTN_F16_X
+#undef MICROATTN_F16_FIRST
 #undef MICROATTN_F16_ROW
-  // u >= 0xf800: exponent 31 (inf, NaN); 0 < u < 0x800: a subnormal (u − 1 < 0x7ff; a zero's u − 1 is 0xffff).
-  return umax < 0xf800u && umin >= 0x7ffu;
 }
 
-// Whether the first k8 halves of a row hold no inf, NaN or subnormal (f16_quad_helium's test for one row).
-bool f16_row_plain(const std::uint16_t* w, std::size_t k8) noexcept {
-  uint16x8_t hi = vdupq_n_u16(0), lo = vdupq_n_u16(0xffff);
-  for (std::size_t c = 0; c < k8; c += 8) {
-    const uint16x8_t u = vshlq_n_u16(vldrhq_u16(w + c), 1);
-    hi = vmaxq_u16(hi, u);
-    lo = vminq_u16(lo, vsubq_n_u16(u, 1));
-  }
-  return vmaxvq_u16(0, hi) < 0xf800u && vminvq_u16(0xffff, lo) >= 0x7ffu;
-}
-
-// Whether x_0..x_k8−1 are all below 2¹⁶ in magnitude and none subnormal (vector arithmetic would flush it): as
-// doubled bits u, the largest below 2¹⁶'s and the smallest u − 1 (which skips zeros) at least FLT_MIN's − 1.
-bool f16_x_plain(const float* x, std::size_t k8) noexcept {
-  uint32x4_t hi = vdupq_n_u32(0), lo = vdupq_n_u32(0xffffffffu);
-  for (std::size_t c = 0; c < k8; c += 4) {
-    const uint32x4_t u = vshlq_n_u32(vldrwq_u32(reinterpret_cast<const std::uint32_t*>(x + c)), 1);
-    hi = vmaxq_u32(hi, u);
-    lo = vminq_u32(lo, vsubq_n_u32(u, 1));
-  }
-  return vmaxvq_u32(0, hi) < 0x8f000000u && vminvq_u32(0xffffffffu, lo) >= 0x00ffffffu;
+// Whether none of x_0..x_n−1 (n > 0) is subnormal (vector arithmetic would flush it): as doubled bits u, the
+// smallest u − 1 (which skips zeros) at least FLT_MIN's − 1. A tail-predicated loop, as absmax_bits_helium.
+bool f16_x_plain(const float* x, std::size_t n) noexcept {
+  std::uint32_t m = 0xffffffffu;
+  asm volatile(
+      "vmov.i8 q1, #0xff\n\t"
+      "dlstp.32 lr, %[n]\n"
+      "1:\n\t"
+      "vldrw.u32 q0, [%[x]], #16\n\t"
+      "vshl.i32 q0, q0, #1\n\t"
+      "vsub.i32 q0, q0, %[one]\n\t"
+      "vmin.u32 q1, q1, q0\n\t"
+      "letp lr, 1b\n\t"
+      "vminv.u32 %[m], q1\n\t"
+      : [m] "+r"(m), [x] "+r"(x)
+      : [n] "r"(n), [one] "r"(1u)
+      : "q0", "q1", "lr", "memory");
+  return m >= 0x00ffffffu;
 }
 
 // Σ x_c·w_c over c in [c0, k) in order on the scalar FPU, each half converted by VCVTB (exact for every pattern;
@@ -553,31 +566,30 @@ __attribute__((noinline)) float f16_dot_scalar(const float* x, const std::uint16
   return s;
 }
 
-// f16 in vectors: quads of rows over the columns' whole groups of 8 (f16_quad_helium), the last k % 8 columns in
-// scalar. A row with an inf, NaN or subnormal weight among those columns, the last n % 4 rows, and every row when x
-// has an element of 2¹⁶ or more (or not finite) or a subnormal one, in scalar.
+// f16 in vectors when n >= 4 and x has no subnormal element among the columns' whole groups of 8: the quads of
+// rows (the last n % 4 rows in a last quad that overlaps the one before: its rows are computed alike and stored
+// again), then the last k % 8 columns of each row in scalar. Else every row in scalar.
 void linear_f16_helium(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
-  const std::size_t n = a.n, k = a.k, k8 = k & ~static_cast<std::size_t>(7);
+  const std::size_t n = a.n, k = a.k, k8 = k & ~static_cast<std::size_t>(7), n4 = n & ~static_cast<std::size_t>(3);
+  static const float zeros[4] = {};
+  const float* const base = a.bias != nullptr ? a.bias : zeros;
+  const std::uint32_t base_step = a.bias != nullptr ? 16u : 0u, ldw = static_cast<std::uint32_t>(2 * k),
+                      advance = static_cast<std::uint32_t>(2 * (k - k8));
   for (std::size_t i = 0; i < a.m; ++i) {
     const float* x = a.x + i * a.ldx;
     float* y = a.y + i * a.ldy;
-    const bool vectors = k8 != 0 && f16_x_plain(x, k8);
-    for (std::size_t r = 0; r < n; r += 4) {
-      alignas(8) float sums[4];
-      const std::uint16_t* wr = w + r * k;
-      const std::size_t rows = n - r < 4 ? n - r : 4;
-      const bool plain = vectors && rows == 4 && f16_quad_helium(x, wr, k, k8, sums);
-      if (plain && k8 == k) {
-        const float32x4_t base = a.bias != nullptr ? vldrwq_f32(a.bias + r) : vdupq_n_f32(0.0f);
-        vstrwq_f32(y + r, vaddq_f32(base, vldrwq_f32(sums)));
-        continue;
-      }
-      for (std::size_t j = 0; j < rows; ++j, wr += k) {
-        const bool row_vectors = plain || (vectors && rows == 4 && f16_row_plain(wr, k8));
-        const float s = row_vectors ? sums[j] + f16_dot_scalar(x, wr, k8, k) : f16_dot_scalar(x, wr, 0, k);
-        y[r + j] = (a.bias != nullptr ? a.bias[r + j] : 0.0f) + s;
-      }
+    if (n >= 4 && k8 != 0 && f16_x_plain(x, k8)) {
+      // The first 8 columns start the sums (VMUL), the rest go in pairs of 8, then the last 8 when their count is odd.
+      F16Job job{{}, x, static_cast<std::uint32_t>((k8 - 8) / 16), static_cast<std::uint32_t>((k8 - 8) / 8 % 2)};
+      f16_quads_helium(w, y, y + n4, base, base_step, ldw, advance, job);
+      if (n4 != n)
+        f16_quads_helium(w + (n - 4) * k, y + n - 4, y + n, base + (n - 4) * base_step / 16, 0, ldw, advance, job);
+      if (k8 != k)
+        for (std::size_t r = 0; r < n; ++r) y[r] += f16_dot_scalar(x, w + r * k, k8, k);
+    } else {
+      for (std::size_t r = 0; r < n; ++r)
+        y[r] = (a.bias != nullptr ? a.bias[r] : 0.0f) + f16_dot_scalar(x, w + r * k, 0, k);
     }
   }
 }

@@ -2,9 +2,11 @@
 // for q8) and ARMv7 NEON (vcvt.f32.f16 where the FPU has half precision, the same q8 product). Compiled in every
 // build; empty without NEON (Cortex-M: the scalar kernels).
 //
-// f16: each weight vector is converted once and used by every x row of the tile. q8: per 16 bytes, eight int16
-// pairs of products (each pair at most 2·128·127 = 32512: no overflow, −128 included) accumulated into int32 lanes,
-// or one sdot; each group's lanes are scaled in float, lane by lane, and reduced once per output and chunk.
+// f16: each weight vector is converted once and used by every x row of the tile; on ARMv7, whose Advanced SIMD
+// flushes subnormal operands, a row of x with a subnormal element goes through the scalar kernel (VFP). q8: per 16
+// bytes, eight int16 pairs of products (each pair at most 2·128·127 = 32512: no overflow, −128 included) accumulated
+// into int32 lanes, or one sdot; each group's lanes are scaled in float, lane by lane, and reduced once per output and
+// chunk.
 #include "kernels/linear_kernels.hpp"
 
 #if defined(__ARM_NEON)
@@ -191,14 +193,75 @@ void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
   for (; r < a.n; ++r) f16_tile<MR, 1>(t.x, a.ldx, t.w + r * a.k, a.k, t.bias_at(r), t.y + r, a.ldy);
 }
 
+#if defined(__aarch64__)
 void f16_neon(const LinearArgs& a) noexcept {
   std::size_t i = 0;
-#if defined(__aarch64__)
   for (; i + 4 <= a.m; i += 4) f16_rows<4, 4>(a, i);  // 16 accumulators, 8 of x, 2 of w: 26 of 32 registers
-#endif
-  for (; i + 2 <= a.m; i += 2) f16_rows<2, 4>(a, i);  // 8 + 4 + 2: 14 (ARMv7 has 16 quad registers)
+  for (; i + 2 <= a.m; i += 2) f16_rows<2, 4>(a, i);
   if (i < a.m) f16_rows<1, 4>(a, i);
 }
+#else
+// Whether x_0..x_k−1 hold no subnormal, which ARMv7's Advanced SIMD flushes by architecture: as doubled bits u, the
+// smallest u − 1 (which skips zeros) at least FLT_MIN's − 1. Eight elements a step in asm (GCC kept an index and a
+// pointer: 14 instructions a step against 9).
+bool x_row_plain(const float* x, std::size_t k) noexcept {
+  uint32x4_t lo = vdupq_n_u32(0xffffffffu);
+  const std::size_t k8 = k & ~static_cast<std::size_t>(7);
+  const float* p = x;
+  if (k8 != 0) {
+    const float* const end = x + k8;
+    uint32x4_t lo1 = lo;
+    asm("1:\n\t"
+        "vld1.32 {d16-d19}, [%[p]]!\n\t"
+        "vshl.i32 q8, q8, #1\n\t"
+        "vshl.i32 q9, q9, #1\n\t"
+        "vadd.i32 q8, q8, %q[m1]\n\t"
+        "vadd.i32 q9, q9, %q[m1]\n\t"
+        "vmin.u32 %q[lo], %q[lo], q8\n\t"
+        "vmin.u32 %q[lo1], %q[lo1], q9\n\t"
+        "cmp %[p], %[end]\n\t"
+        "bne 1b\n\t"
+        : [lo] "+w"(lo), [lo1] "+w"(lo1), [p] "+r"(p)
+        : [end] "r"(end), [m1] "w"(vdupq_n_u32(0xffffffffu))
+        : "q8", "q9", "cc", "memory");
+    lo = vminq_u32(lo, lo1);
+  }
+  const uint32x2_t m = vpmin_u32(vget_low_u32(lo), vget_high_u32(lo));
+  std::uint32_t least = vget_lane_u32(vpmin_u32(m, m), 0);
+  for (std::size_t c = k8; c < k; ++c) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + c, sizeof bits);
+    const std::uint32_t u = 2 * bits - 1;
+    least = u < least ? u : least;
+  }
+  return least >= 0x00ffffffu;
+}
+
+// Rows of x in pairs (8 accumulators + 4 of x + 2 of w: 14 of ARMv7's 16 quad registers); a row with a subnormal
+// element through the scalar kernel, whose VFP arithmetic keeps subnormals (FPSCR.FZ is 0), each row checked once.
+void f16_neon(const LinearArgs& a) noexcept {
+  const auto plain = [&](std::size_t i) noexcept { return i < a.m && x_row_plain(a.x + i * a.ldx, a.k); };
+  bool plain_i = plain(0);
+  for (std::size_t i = 0; i < a.m;) {
+    if (!plain_i) {
+      LinearArgs row = a;
+      row.x = a.x + i * a.ldx;
+      row.y = a.y + i * a.ldy;
+      row.m = 1;
+      scalar_linear_kernels().f16(row);
+      plain_i = plain(++i);
+    } else if (plain(i + 1)) {
+      f16_rows<2, 4>(a, i);
+      i += 2;
+      plain_i = plain(i);
+    } else {
+      f16_rows<1, 4>(a, i);
+      plain_i = false;  // row i + 1 (if any) has a subnormal
+      ++i;
+    }
+  }
+}
+#endif
 #if defined(__aarch64__)
 #define MICROATTN_F16_NAME "linear_f16_4x4_neon64"
 #else
