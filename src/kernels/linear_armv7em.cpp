@@ -55,42 +55,129 @@ MICROATTN_ARMV7EM_INLINE float half_low(std::uint32_t bits) noexcept {
 
 float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
 
-// Rows [r, r + R) of y for one x row: two columns per step.
-template <int R>
-MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, std::size_t k, const float* bias,
-                                       float* y) noexcept {
+// Eight columns of one row: the four words of its halves by one VLDM into s12–s15, converted in place into
+// s8–s15 (each word's two halves are taken before its register is overwritten), then eight FMAs against x in
+// s0–s7, in column order: the row's sum is the same sequential fp32 sum as the scalar kernel's. VCVTB/VCVTT are
+// exact, subnormal halves included (FZ does not apply to half-precision conversions).
+// clang-format off
+#define MICROATTN_ARMV7EM_F16_ROW8(p, a)          \
+  "vldmia %[" p "]!, {s12-s15}\n\t"                \
+  "vcvtb.f32.f16 s8, s12\n\t"                      \
+  "vcvtt.f32.f16 s9, s12\n\t"                      \
+  "vcvtb.f32.f16 s10, s13\n\t"                     \
+  "vcvtt.f32.f16 s11, s13\n\t"                     \
+  "vcvtb.f32.f16 s12, s14\n\t"                     \
+  "vcvtt.f32.f16 s13, s14\n\t"                     \
+  "vcvtb.f32.f16 s14, s15\n\t"                     \
+  "vcvtt.f32.f16 s15, s15\n\t"                     \
+  "vfma.f32 %[" a "], s0, s8\n\t"                  \
+  "vfma.f32 %[" a "], s1, s9\n\t"                  \
+  "vfma.f32 %[" a "], s2, s10\n\t"                 \
+  "vfma.f32 %[" a "], s3, s11\n\t"                 \
+  "vfma.f32 %[" a "], s4, s12\n\t"                 \
+  "vfma.f32 %[" a "], s5, s13\n\t"                 \
+  "vfma.f32 %[" a "], s6, s14\n\t"                 \
+  "vfma.f32 %[" a "], s7, s15\n\t"
+#define MICROATTN_ARMV7EM_F16_CLOBBERS                                                                          \
+  "cc", "memory", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", \
+      "s15"
+// clang-format on
+
+// Columns [0, k) of G rows (w, w + ld, ...; all at the same alignment) added to s0..s(G−1): one column first where
+// the rows are 2 mod 4 (VLDM faults unless word-aligned), then 8 columns a step in asm with x loaded once per step
+// for the G rows (4 rows: 71 instructions per 32 MACs), the last (k − c) % 8 two and one at a time.
+template <int G>
+MICROATTN_ARMV7EM_INLINE void f16_group(const float* x, const std::uint16_t* w, std::size_t ld, std::size_t k,
+                                        float& s0, float& s1, float& s2, float& s3) noexcept {
   const std::uint16_t* p0 = w;
-  const std::uint16_t* p1 = p0 + (R > 1 ? k : 0);
-  const std::uint16_t* p2 = p1 + (R > 2 ? k : 0);
-  const std::uint16_t* p3 = p2 + (R > 3 ? k : 0);
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  const std::uint16_t* p1 = p0 + (G > 1 ? ld : 0);
+  const std::uint16_t* p2 = p1 + (G > 2 ? ld : 0);
+  const std::uint16_t* p3 = p2 + (G > 3 ? ld : 0);
   const float* xp = x;
-  for (std::size_t c = k / 2; c != 0; --c) {
+  std::size_t left = k;
+  if (reinterpret_cast<std::uintptr_t>(w) % 4 != 0 && left != 0) {
+    const float xl = *xp++;
+    s0 = fmadd(xl, half_low(*p0++), s0);
+    if constexpr (G > 1) s1 = fmadd(xl, half_low(*p1++), s1);
+    if constexpr (G > 2) s2 = fmadd(xl, half_low(*p2++), s2);
+    if constexpr (G > 3) s3 = fmadd(xl, half_low(*p3++), s3);
+    --left;
+  }
+  if (std::size_t steps = left / 8; steps != 0) {
+    if constexpr (G == 4)
+      asm("1:\n\t"
+          "vldmia %[xp]!, {s0-s7}\n\t" MICROATTN_ARMV7EM_F16_ROW8("p0", "a0") MICROATTN_ARMV7EM_F16_ROW8("p1", "a1")
+              MICROATTN_ARMV7EM_F16_ROW8("p2", "a2") MICROATTN_ARMV7EM_F16_ROW8("p3", "a3")
+          "subs %[n], %[n], #1\n\t"
+          "bne 1b"
+          : [xp] "+r"(xp), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2), [p3] "+r"(p3), [n] "+r"(steps),
+            [a0] "+t"(s0), [a1] "+t"(s1), [a2] "+t"(s2), [a3] "+t"(s3)
+          :
+          : MICROATTN_ARMV7EM_F16_CLOBBERS);
+    else if constexpr (G == 2)
+      asm("1:\n\t"
+          "vldmia %[xp]!, {s0-s7}\n\t" MICROATTN_ARMV7EM_F16_ROW8("p0", "a0") MICROATTN_ARMV7EM_F16_ROW8("p1", "a1")
+          "subs %[n], %[n], #1\n\t"
+          "bne 1b"
+          : [xp] "+r"(xp), [p0] "+r"(p0), [p1] "+r"(p1), [n] "+r"(steps), [a0] "+t"(s0), [a1] "+t"(s1)
+          :
+          : MICROATTN_ARMV7EM_F16_CLOBBERS);
+    else
+      asm("1:\n\t"
+          "vldmia %[xp]!, {s0-s7}\n\t" MICROATTN_ARMV7EM_F16_ROW8("p0", "a0")
+          "subs %[n], %[n], #1\n\t"
+          "bne 1b"
+          : [xp] "+r"(xp), [p0] "+r"(p0), [n] "+r"(steps), [a0] "+t"(s0)
+          :
+          : MICROATTN_ARMV7EM_F16_CLOBBERS);
+  }
+  for (std::size_t c = left % 8 / 2; c != 0; --c) {
     const float x0 = xp[0], x1 = xp[1];
     xp += 2;
     const auto two = [x0, x1](const std::uint16_t*& p, float& acc) {
       float lo, hi;
-      halves(load_word(p), lo, hi);
+      halves(load_word(p), lo, hi);  // LDR: unaligned is fine
       acc = fmadd(x1, hi, fmadd(x0, lo, acc));
       p += 2;
     };
     two(p0, s0);
-    if constexpr (R > 1) two(p1, s1);
-    if constexpr (R > 2) two(p2, s2);
-    if constexpr (R > 3) two(p3, s3);
+    if constexpr (G > 1) two(p1, s1);
+    if constexpr (G > 2) two(p2, s2);
+    if constexpr (G > 3) two(p3, s3);
   }
-  if (k % 2 != 0) {
+  if (left % 2 != 0) {
     const float xl = *xp;
     s0 = fmadd(xl, half_low(*p0), s0);
-    if constexpr (R > 1) s1 = fmadd(xl, half_low(*p1), s1);
-    if constexpr (R > 2) s2 = fmadd(xl, half_low(*p2), s2);
-    if constexpr (R > 3) s3 = fmadd(xl, half_low(*p3), s3);
+    if constexpr (G > 1) s1 = fmadd(xl, half_low(*p1), s1);
+    if constexpr (G > 2) s2 = fmadd(xl, half_low(*p2), s2);
+    if constexpr (G > 3) s3 = fmadd(xl, half_low(*p3), s3);
+  }
+}
+
+// Rows [r, r + R) of y for one x row. With k odd the rows alternate in alignment: rows 0 and 2, then 1 and 3.
+template <int R>
+MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, std::size_t k, const float* bias,
+                                       float* y) noexcept {
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  if constexpr (R == 4) {
+    if (k % 2 == 0) {
+      f16_group<4>(x, w, k, k, s0, s1, s2, s3);
+    } else {
+      f16_group<2>(x, w, 2 * k, k, s0, s2, s2, s2);
+      f16_group<2>(x, w + k, 2 * k, k, s1, s3, s3, s3);
+    }
+  } else {
+    static_assert(R == 1, "f16_row_tiles drives tiles of 4 and 1 rows");
+    f16_group<1>(x, w, 0, k, s0, s0, s0, s0);
   }
   y[0] = bias_of(bias, 0) + s0;
   if constexpr (R > 1) y[1] = bias_of(bias, 1) + s1;
   if constexpr (R > 2) y[2] = bias_of(bias, 2) + s2;
   if constexpr (R > 3) y[3] = bias_of(bias, 3) + s3;
 }
+
+#undef MICROATTN_ARMV7EM_F16_ROW8
+#undef MICROATTN_ARMV7EM_F16_CLOBBERS
 
 }  // namespace
 
