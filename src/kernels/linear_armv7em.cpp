@@ -1,5 +1,5 @@
 // linear()'s Cortex-M4/M7 kernels (Armv7E-M: the DSP extension and a single-precision FPU), the table those
-// targets select; empty elsewhere (Cortex-M55 selects Helium's, linear_helium.cpp).
+// targets select; empty elsewhere (Cortex-M55 selects Helium's, linear_helium.cpp, whose f16 kernel is its own).
 //
 // q8: the chunk's x is first expanded to the halfword pairs SXTB16 makes of a word of four bytes, (x0, x2) and
 // (x1, x3), so that per four weights a row costs one load, two SXTB16 and two SMLAD (int16 × int16 pairs summed
@@ -8,11 +8,14 @@
 // 1.22 instructions per MAC; GCC would spill its 14 live registers), the rest through words by LDR (unaligned access
 // is allowed on these cores) and bytes for the last seg % 4. The int32 sums of a block of rows are then scaled four
 // rows a step (with the bias and nothing else in the way, in y itself).
-// f16: two halves per word, converted by the FPU (VCVTB/VCVTT: exact, FZ does not apply to them), four rows per x.
+// f16: the halves converted by the FPU (VCVTB/VCVTT: exact, FZ does not apply to them), four rows per x: eight
+// columns a step in asm, each row's eight halves by one VLDM, x by one VLDM for the four rows (2.2 instructions per
+// MAC); word-aligned rows only, so a row that starts 2 mod 4 takes its first column alone, and odd k (rows that
+// alternate in alignment) goes row by row.
 // Quantization as quantize_one, without its compares (quantize_armv7em).
 #include "kernels/linear_kernels.hpp"
 
-#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
+#if MICROATTN_LINEAR_ARMV7EM
 
 #include <arm_acle.h>
 
@@ -55,53 +58,136 @@ MICROATTN_ARMV7EM_INLINE float half_low(std::uint32_t bits) noexcept {
 
 float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
 
-// Rows [r, r + R) of y for one x row: two columns per step.
+// Eight columns of one row: the four words of its halves by one VLDM into s12–s15, converted in place into
+// s8–s15 (each word's two halves are taken before its register is overwritten), then eight FMAs against x in
+// s0–s7, in column order: the row's sum is the same sequential fp32 sum as the scalar kernel's. VCVTB/VCVTT are
+// exact, subnormal halves included (FZ does not apply to half-precision conversions).
+// clang-format off
+#define MICROATTN_ARMV7EM_F16_ROW8(p, a)          \
+  "vldmia %[" p "]!, {s12-s15}\n\t"                \
+  "vcvtb.f32.f16 s8, s12\n\t"                      \
+  "vcvtt.f32.f16 s9, s12\n\t"                      \
+  "vcvtb.f32.f16 s10, s13\n\t"                     \
+  "vcvtt.f32.f16 s11, s13\n\t"                     \
+  "vcvtb.f32.f16 s12, s14\n\t"                     \
+  "vcvtt.f32.f16 s13, s14\n\t"                     \
+  "vcvtb.f32.f16 s14, s15\n\t"                     \
+  "vcvtt.f32.f16 s15, s15\n\t"                     \
+  "vfma.f32 %[" a "], s0, s8\n\t"                  \
+  "vfma.f32 %[" a "], s1, s9\n\t"                  \
+  "vfma.f32 %[" a "], s2, s10\n\t"                 \
+  "vfma.f32 %[" a "], s3, s11\n\t"                 \
+  "vfma.f32 %[" a "], s4, s12\n\t"                 \
+  "vfma.f32 %[" a "], s5, s13\n\t"                 \
+  "vfma.f32 %[" a "], s6, s14\n\t"                 \
+  "vfma.f32 %[" a "], s7, s15\n\t"
+#define MICROATTN_ARMV7EM_F16_CLOBBERS                                                                          \
+  "cc", "memory", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", \
+      "s15"
+// clang-format on
+
+// acc + the dot product of x and one row's first `cols` halves, in column order: two columns per LDR (unaligned
+// is fine), the last one alone. The columns around the asm steps: out of line, they are not per MAC.
+__attribute__((noinline, optimize("Os"))) float f16_cols(const float* x, const std::uint16_t* p, std::size_t cols,
+                                                         float acc) noexcept {
+  for (std::size_t c = cols / 2; c != 0; --c, x += 2, p += 2) {
+    float lo, hi;
+    halves(load_word(p), lo, hi);
+    acc = fmadd(x[1], hi, fmadd(x[0], lo, acc));
+  }
+  if (cols % 2 != 0) acc = fmadd(*x, half_low(*p), acc);
+  return acc;
+}
+
+// Columns [0, k) of G rows (w, w + k, ...; all at the same alignment, k even when G > 1) added to s0..s(G−1): one
+// column first where the rows are 2 mod 4 (VLDM faults unless word-aligned), then 8 columns a step in asm with x
+// loaded once per step for the G rows (4 rows: 71 instructions per 32 MACs), then the last (k − c) % 8.
+template <int G>
+MICROATTN_ARMV7EM_INLINE void f16_group(const float* x, const std::uint16_t* w, std::size_t k, float& s0, float& s1,
+                                        float& s2, float& s3) noexcept {
+  const std::uint16_t* p0 = w;
+  const std::uint16_t* p1 = p0 + (G > 1 ? k : 0);
+  const std::uint16_t* p2 = p1 + (G > 1 ? k : 0);
+  const std::uint16_t* p3 = p2 + (G > 1 ? k : 0);
+  const float* xp = x;
+  std::size_t left = k;
+  if (reinterpret_cast<std::uintptr_t>(w) % 4 != 0 && left != 0) {
+    const float xl = *xp++;
+    s0 = fmadd(xl, half_low(*p0++), s0);
+    if constexpr (G > 1) {
+      s1 = fmadd(xl, half_low(*p1++), s1);
+      s2 = fmadd(xl, half_low(*p2++), s2);
+      s3 = fmadd(xl, half_low(*p3++), s3);
+    }
+    --left;
+  }
+  if (std::size_t steps = left / 8; steps != 0) {
+    if constexpr (G > 1)
+      asm("1:\n\t"
+          "vldmia %[xp]!, {s0-s7}\n\t" MICROATTN_ARMV7EM_F16_ROW8("p0", "a0") MICROATTN_ARMV7EM_F16_ROW8("p1", "a1")
+              MICROATTN_ARMV7EM_F16_ROW8("p2", "a2") MICROATTN_ARMV7EM_F16_ROW8("p3", "a3")
+          "subs %[n], %[n], #1\n\t"
+          "bne 1b"
+          : [xp] "+r"(xp), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2), [p3] "+r"(p3), [n] "+r"(steps),
+            [a0] "+t"(s0), [a1] "+t"(s1), [a2] "+t"(s2), [a3] "+t"(s3)
+          :
+          : MICROATTN_ARMV7EM_F16_CLOBBERS);
+    else
+      asm("1:\n\t"
+          "vldmia %[xp]!, {s0-s7}\n\t" MICROATTN_ARMV7EM_F16_ROW8("p0", "a0")
+          "subs %[n], %[n], #1\n\t"
+          "bne 1b"
+          : [xp] "+r"(xp), [p0] "+r"(p0), [n] "+r"(steps), [a0] "+t"(s0)
+          :
+          : MICROATTN_ARMV7EM_F16_CLOBBERS);
+  }
+  if (left % 8 != 0) {
+    s0 = f16_cols(xp, p0, left % 8, s0);
+    if constexpr (G > 1) {
+      s1 = f16_cols(xp, p1, left % 8, s1);
+      s2 = f16_cols(xp, p2, left % 8, s2);
+      s3 = f16_cols(xp, p3, left % 8, s3);
+    }
+  }
+}
+
+// One row's sum (the 1-row tiles, and the rows of a 4-row tile when k is odd: its rows alternate in alignment).
+__attribute__((noinline, optimize("Os"))) float f16_row(const float* x, const std::uint16_t* w,
+                                                        std::size_t k) noexcept {
+  float s = 0.0f;
+  f16_group<1>(x, w, k, s, s, s, s);
+  return s;
+}
+
+// Rows [r, r + R) of y for one x row.
 template <int R>
 MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, std::size_t k, const float* bias,
                                        float* y) noexcept {
-  const std::uint16_t* p0 = w;
-  const std::uint16_t* p1 = p0 + (R > 1 ? k : 0);
-  const std::uint16_t* p2 = p1 + (R > 2 ? k : 0);
-  const std::uint16_t* p3 = p2 + (R > 3 ? k : 0);
+  static_assert(R == 1 || R == 4, "f16_row_tiles drives tiles of 4 and 1 rows");
+  if (R == 1 || k % 2 != 0) {
+    for (std::size_t i = 0; i < R; ++i) y[i] = bias_of(bias, i) + f16_row(x, w + i * k, k);
+    return;
+  }
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  const float* xp = x;
-  for (std::size_t c = k / 2; c != 0; --c) {
-    const float x0 = xp[0], x1 = xp[1];
-    xp += 2;
-    const auto two = [x0, x1](const std::uint16_t*& p, float& acc) {
-      float lo, hi;
-      halves(load_word(p), lo, hi);
-      acc = fmadd(x1, hi, fmadd(x0, lo, acc));
-      p += 2;
-    };
-    two(p0, s0);
-    if constexpr (R > 1) two(p1, s1);
-    if constexpr (R > 2) two(p2, s2);
-    if constexpr (R > 3) two(p3, s3);
-  }
-  if (k % 2 != 0) {
-    const float xl = *xp;
-    s0 = fmadd(xl, half_low(*p0), s0);
-    if constexpr (R > 1) s1 = fmadd(xl, half_low(*p1), s1);
-    if constexpr (R > 2) s2 = fmadd(xl, half_low(*p2), s2);
-    if constexpr (R > 3) s3 = fmadd(xl, half_low(*p3), s3);
-  }
+  f16_group<4>(x, w, k, s0, s1, s2, s3);
   y[0] = bias_of(bias, 0) + s0;
-  if constexpr (R > 1) y[1] = bias_of(bias, 1) + s1;
-  if constexpr (R > 2) y[2] = bias_of(bias, 2) + s2;
-  if constexpr (R > 3) y[3] = bias_of(bias, 3) + s3;
+  y[1] = bias_of(bias, 1) + s1;
+  y[2] = bias_of(bias, 2) + s2;
+  y[3] = bias_of(bias, 3) + s3;
 }
+
+#undef MICROATTN_ARMV7EM_F16_ROW8
+#undef MICROATTN_ARMV7EM_F16_CLOBBERS
 
 }  // namespace
 
-void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept {
+__attribute__((optimize("Os"))) void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   f16_row_tiles(a, [w, k = a.k, bias = a.bias](auto rows, const float* x, float* y, std::size_t r) {
     f16_rows<decltype(rows)::value>(x, w + r * k, k, bias != nullptr ? bias + r : nullptr, y + r);
   });
 }
 
-#if MICROATTN_LINEAR_ARMV7EM
 namespace {
 
 // ---- q8 -------------------------------------------------------------------------------------------------------
@@ -476,7 +562,6 @@ constexpr LinearKernels table{"armv7em",
 }  // namespace
 
 const LinearKernels& armv7em_linear_kernels() noexcept { return table; }
-#endif
 
 }  // namespace detail
 }  // namespace microattn
