@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   uint64_t check = 0;
   for (int r = 0; r < passes; ++r) {
     const double t0 = now();
-    uint64_t s[8] = {0};  /* eight independent sums: the compiler's vectors, no dependency chain */
+    uint64_t s[8] = {0}; /* eight independent sums: the compiler's vectors, no dependency chain */
     for (size_t i = 0; i < words; i += 8)
       for (int j = 0; j < 8; ++j) s[j] += p[i + j];
     const double t = now() - t0;

@@ -1,6 +1,6 @@
-// linear()'s bad-input contract, one test per row of docs/errors.md "Bad arguments": every class of bad argument, the Status it
-// returns, and not one byte written — each call is followed by a bitwise comparison of y's whole buffer (row gaps
-// and guard zones included). Also the neighbours of each error that must stay valid.
+// linear()'s bad-input contract, one test per row of docs/errors.md "Bad arguments": every class of bad argument, the
+// Status it returns, and not one byte written — each call is followed by a bitwise comparison of y's whole buffer (row
+// gaps and guard zones included). Also the neighbours of each error that must stay valid.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -123,7 +123,7 @@ std::uint16_t half_bits(float f) {
   if (a < 0x38800000u) {  // below 2^-14: a subnormal half (or zero), in units of 2^-24
     float scaled;
     const float mag = f < 0 ? -f : f;
-    scaled = mag * 16777216.0f;  // exact: a power of two
+    scaled = mag * 16777216.0f;                              // exact: a power of two
     h = static_cast<std::uint32_t>(std::nearbyint(scaled));  // the default rounding mode: ties to even
   } else {
     const std::uint32_t mant = a & 0x1fffu, base = (a - 0x38000000u) >> 13;  // rebias 127 -> 15, 23 -> 10 bits

@@ -40,11 +40,11 @@ struct RunState {
   std::vector<float> key_cache, value_cache;
   std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
   std::vector<PreparedLayer> layers;
-  microattn::WeightMatrix classifier{};            // the model's, or its f16 copy
-  std::vector<std::vector<float>> owned_f32;       // concatenated or dequantized weights
-  std::vector<std::vector<std::int8_t>> owned_q8;  // concatenated q8 values
+  microattn::WeightMatrix classifier{};               // the model's, or its f16 copy
+  std::vector<std::vector<float>> owned_f32;          // concatenated or dequantized weights
+  std::vector<std::vector<std::int8_t>> owned_q8;     // concatenated q8 values
   std::vector<std::vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
-  bool wide = false;                               // the AVX-512 attention loops (checked once here)
+  bool wide = false;                                  // the AVX-512 attention loops (checked once here)
 };
 
 // How the prepared weights hold the model's fp32 matrices (the layers' and the classifier; the embedding rows stay
