@@ -45,21 +45,19 @@ not hold exactly the model's vocabulary, NaN or inf in a tensor, a weight beyond
 import argparse
 import os
 import re
-import stat
 import struct
 import sys
-import tempfile
 
 import numpy as np
+
+# The header writer's shared pieces: the error type, the f16 and q8 rounding (llama2.c's export.py), C arrays, the
+# all-or-nothing write.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_weights import ExportError, c_floats, c_ints, to_f16, to_q8, write_atomically  # noqa: E402
 
 MAGIC_AK42 = 0x616B3432
 FORMATS = {"f32": "F32", "f16": "F16", "q8": "Q8"}
 MATRICES = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
-
-
-class ExportError(Exception):
-    def __init__(self, path, problem):
-        super().__init__(f"{path}: {problem}")
 
 
 def read_file(path):
@@ -226,26 +224,6 @@ def read_tokenizer(path, vocab):
     return pieces
 
 
-def to_f16(path, label, w):
-    with np.errstate(over="ignore"):
-        h = w.astype(np.float16)  # nearest, ties to even
-    beyond = ~np.isfinite(h)
-    if beyond.any():
-        i = int(np.flatnonzero(beyond.ravel())[0])
-        raise ExportError(path, f"{label} holds {float(w.ravel()[i]):.9g} (flat index {i}), beyond float16's range "
-                                "(65504): export it as f32 or q8")
-    return h.view(np.uint16)
-
-
-def to_q8(w, group):
-    """export.py's quantize_q80: scale = absmax / 127 per group, q = round(w / scale) in float32, ties to even."""
-    g = w.astype(np.float32).reshape(-1, group)
-    scale = (np.abs(g).max(axis=1) / np.float32(127)).astype(np.float32)
-    divisor = np.where(scale > 0, scale, np.float32(1))  # an all-zero group: scale 0, q 0
-    q = np.clip(np.rint(g / divisor[:, None]), -127, 127)  # the clip matters for subnormal scales only
-    return q.astype(np.int8).reshape(w.shape), scale
-
-
 def dequantize(t):
     _, q, s = t
     group = q.size // s.size
@@ -263,17 +241,6 @@ def encode(path, label, t, fmt, group):
         return to_q8(t, group)
     w = dequantize(t) if isinstance(t, tuple) else t
     return (w, None) if fmt == "f32" else (to_f16(path, label, w), None)
-
-
-def c_floats(values):
-    items = [("%.9g" % float(v)) for v in np.asarray(values, dtype=np.float32).ravel()]  # %.9g round-trips
-    items = [s + ("f" if ("." in s or "e" in s) else ".0f") for s in items]
-    return "\n".join("  " + ", ".join(items[i:i + 8]) + "," for i in range(0, len(items), 8))
-
-
-def c_ints(values, fmt, per_line):
-    items = [fmt % int(v) for v in np.asarray(values).ravel()]
-    return "\n".join("  " + ",".join(items[i:i + per_line]) + "," for i in range(0, len(items), per_line))
 
 
 def c_string(piece):
@@ -371,30 +338,6 @@ def header_text(args, m, pieces):
             f"static const microattn::WeightMatrix {name}_classifier_matrix {up}_UNUSED = {cls};", "#endif",
             "/* clang-format on */", "", f"#endif /* {guard} */", ""]
     return "\n".join(out)
-
-
-def write_atomically(path, text):
-    target = os.path.realpath(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix="." + os.path.basename(target) + ".",
-                                   suffix=".tmp")
-    except OSError as e:
-        raise ExportError(path, f"cannot write it: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode) if os.path.isfile(target) else 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise ExportError(path, f"cannot write it: {e.strerror or e}") from None
-        raise
 
 
 def export(args):

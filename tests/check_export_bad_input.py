@@ -47,14 +47,7 @@ import numpy as np
 
 E, HEADS = 8, 2
 FUZZ_CASES = 3000
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return bool(cond)
+from check_util import check, failures  # noqa: E402
 
 
 # --- files --------------------------------------------------------------------------------------------------

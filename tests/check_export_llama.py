@@ -15,14 +15,7 @@ import tempfile
 
 import numpy as np
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return bool(cond)
+from check_util import check, failures  # noqa: E402
 
 
 def run(args):

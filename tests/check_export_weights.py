@@ -30,14 +30,7 @@ import numpy as np
 
 U = 2.0 ** -24
 E, HEADS, TOKENS, MAX_SEQ = 16, 4, 7, 8
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return bool(cond)
+from check_util import check, failures  # noqa: E402
 
 
 def write_safetensors(path, tensors):
