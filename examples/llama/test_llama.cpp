@@ -358,6 +358,27 @@ TEST(LlamaLoader, RefusesEveryBadHeaderField) {
 
 // ---- forward -------------------------------------------------------------------------------------------------
 
+// Twelve tokens spread over the vocabulary (fewer where seq_len is shorter).
+std::vector<int> test_tokens(const llama::Model& m) {
+  std::vector<int> tokens;
+  for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
+  return tokens;
+}
+
+// Runs `tokens` through the forward pass and expects each position's logits within tol · max|want| of `want`.
+void expect_logits_near(const llama::Model& m, llama::RunState& s, const std::vector<int>& tokens,
+                        const std::vector<std::vector<double>>& want, double tol) {
+  for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+    const float* got = llama::forward(m, s, tokens[pos], pos);
+    double max_ref = 0, max_err = 0;
+    for (int i = 0; i < m.config.vocab_size; ++i) {
+      max_ref = std::max(max_ref, std::abs(want[pos][i]));
+      max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
+    }
+    EXPECT_LE(max_err, tol * max_ref) << "position " << pos;
+  }
+}
+
 TEST(LlamaForward, LogitsMatchFloat64Reference) {
   for (const char* name : k_models)
     for (const char* v : {"v0", "v2"}) {
@@ -367,8 +388,7 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
       llama::Model m;
       ASSERT_TRUE(llama::load_checkpoint(b.data(), b.size, m).ok());
       const RefModel ref = parse_reference(file);
-      std::vector<int> tokens;
-      for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
+      const std::vector<int> tokens = test_tokens(m);
       const auto want = reference_logits(ref, tokens);
       // Fused projections (the default for these small models) and the matrices in place (limit 0).
       for (const std::size_t fuse_limit : {llama::default_fuse_limit_bytes, std::size_t{0}}) {
@@ -378,16 +398,7 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
         ASSERT_EQ(s.layers[0].qkv_parts, fuse_limit == 0 ? 3u : 1u);
         // Float rounding only (measured: 3e-6 fp32, 5e-7 q8, relative to the largest logit); the bound for q8
         // leaves room for an activation on a rounding boundary that rounds the other way in float than in double.
-        const double tol = v[1] == '0' ? 2e-5 : 1e-4;
-        for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
-          const float* got = llama::forward(m, s, tokens[pos], pos);
-          double max_ref = 0, max_err = 0;
-          for (int i = 0; i < m.config.vocab_size; ++i) {
-            max_ref = std::max(max_ref, std::abs(want[pos][i]));
-            max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
-          }
-          EXPECT_LE(max_err, tol * max_ref) << "position " << pos;
-        }
+        expect_logits_near(m, s, tokens, want, v[1] == '0' ? 2e-5 : 1e-4);
       }
     }
 }
@@ -415,23 +426,14 @@ TEST(LlamaForward, F16StorageMatchesFloat64Reference) {
       for (auto& w : *layer_set)
         for (double& v : w) v = round_to_half(v);
     for (double& v : ref.cls) v = round_to_half(v);
-    std::vector<int> tokens;
-    for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
+    const std::vector<int> tokens = test_tokens(m);
     const auto want = reference_logits(ref, tokens);
     for (const std::size_t fuse_limit : {llama::default_fuse_limit_bytes, std::size_t{0}}) {
       SCOPED_TRACE("fuse limit " + std::to_string(fuse_limit));
       llama::RunState s;
       ASSERT_TRUE(llama::init_state(m, tokens.size(), s, fuse_limit, llama::Storage::f16));
       ASSERT_EQ(s.classifier.format, microattn::Format::f16);
-      for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
-        const float* got = llama::forward(m, s, tokens[pos], pos);
-        double max_ref = 0, max_err = 0;
-        for (int i = 0; i < m.config.vocab_size; ++i) {
-          max_ref = std::max(max_ref, std::abs(want[pos][i]));
-          max_err = std::max(max_err, std::abs(got[i] - want[pos][i]));
-        }
-        EXPECT_LE(max_err, 2e-5 * max_ref) << "position " << pos;  // float rounding only, as for fp32
-      }
+      expect_logits_near(m, s, tokens, want, 2e-5);  // float rounding only, as for fp32
     }
   }
 }
