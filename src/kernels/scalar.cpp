@@ -163,32 +163,15 @@ __attribute__((noinline)) void gemm_4x4_scalar(const GemmArgs& g, std::size_t i0
   c[0] = t.c30, c[1] = t.c31, c[2] = t.c32, c[3] = t.c33;
 }
 
-// One row against four columns (the rows left below the last 4-row tile). Edge tiles read b with a run-time
-// step (1 when transposed, ldb otherwise): they are not worth a copy per layout.
-__attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
+// One row against four columns (the rows left below the last 4-row tile). Transposed: four contiguous rows of b
+// (linear()'s weights for one row of x, the decoding case), pointers that only step by one element, which Armv7-M
+// loads with writeback (a run-time step costs twice the instructions at -Os); otherwise b's columns, ldb apart.
+// Each sum runs over p in order.
+template <bool Transposed>
+inline __attribute__((always_inline)) void gemm_1x4_dots(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
   const float* __restrict a = g.a + i * g.lda;
-  if (g.transpose_b) {
-    // Four contiguous rows of b (linear()'s weights for one row of x, the decoding case): pointers that only step
-    // by one element, which Armv7-M loads with writeback (the strided form below costs twice the instructions at
-    // -Os); each sum still runs over p in order.
-    const float* __restrict b0 = g.b + j0 * g.ldb;
-    const float* __restrict b1 = b0 + g.ldb;
-    const float* __restrict b2 = b1 + g.ldb;
-    const float* __restrict b3 = b2 + g.ldb;
-    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
-    for (std::size_t p = g.k; p != 0; --p) {
-      const float x = *a++;
-      c0 = fmadd(x, *b0++, c0);
-      c1 = fmadd(x, *b1++, c1);
-      c2 = fmadd(x, *b2++, c2);
-      c3 = fmadd(x, *b3++, c3);
-    }
-    float* __restrict c = g.c + i * g.ldc + j0;
-    c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3;
-    return;
-  }
-  const std::size_t step = g.transpose_b ? 1 : g.ldb, next_col = g.transpose_b ? g.ldb : 1;
-  const float* __restrict b0 = g.transpose_b ? g.b + j0 * g.ldb : g.b + j0;
+  const std::size_t step = Transposed ? 1 : g.ldb, next_col = Transposed ? g.ldb : 1;
+  const float* __restrict b0 = Transposed ? g.b + j0 * g.ldb : g.b + j0;
   const float* __restrict b1 = b0 + next_col;
   const float* __restrict b2 = b1 + next_col;
   const float* __restrict b3 = b2 + next_col;
@@ -202,6 +185,13 @@ __attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i,
   }
   float* __restrict c = g.c + i * g.ldc + j0;
   c[0] = c0, c[1] = c1, c[2] = c2, c[3] = c3;
+}
+
+__attribute__((noinline)) void gemm_1x4_scalar(const GemmArgs& g, std::size_t i, std::size_t j0) noexcept {
+  if (g.transpose_b)
+    gemm_1x4_dots<true>(g, i, j0);
+  else
+    gemm_1x4_dots<false>(g, i, j0);
 }
 
 // One row against eight contiguous rows of b (transpose_b: linear()'s one row of x): x loaded once per eight
