@@ -51,7 +51,7 @@ std::size_t block_scratch(std::size_t max_seq, std::size_t d, std::size_t heads,
                           std::size_t ffn_rows, ma::Format cache) noexcept {
   if (!ma::detail::block_sizes_fit(max_seq, d, heads, kv_heads, ffn) || !ma::detail::cache_format_ok(cache)) return 0;
   // Each term fits a size_t (block_sizes_fit bounds max_seq·d and 8·block_ffn_rows·ffn); their sum is checked.
-  const std::size_t terms[] = {ma::layer_scratch_floats(d, heads, cache), max_seq * d, ffn_rows * ffn};
+  const std::size_t terms[] = {ma::layer_scratch_floats(d, heads, cache), ma::block_ffn_rows * d, ffn_rows * ffn};
   std::size_t sum = 0;
   for (const std::size_t t : terms) {
     if (t > max_floats - sum) return 0;

@@ -29,8 +29,10 @@ unsigned attention_problems(const LayerShape& s, const LayerWeightMatrices& w, c
 
 // The checks shared by both blocks, in the library's order (null pointers, alignment, shapes, overlaps); `p` holds
 // every weight matrix's problems, `vec` the ModelDim vectors (norm weights and biases, nullptr allowed).
+// scratch: the floats of the block's whole scratch, which neither x nor y may touch.
 Status block_check(const BlockParts& b, MatrixView<const float> x, MatrixView<float> y, unsigned p,
-                   const float* const* vec, std::size_t n_vec, float eps, bool activation_ok) noexcept {
+                   const float* const* vec, std::size_t n_vec, float eps, bool activation_ok,
+                   std::size_t scratch) noexcept {
   const std::size_t d = b.attention.shape.model_dim;
   if (x.data == nullptr || y.data == nullptr || (p & weight_null) != 0) return Status::null_pointer;
   bool aligned_all = all_aligned(x, y) && (p & weight_misaligned) == 0;
@@ -44,6 +46,9 @@ Status block_check(const BlockParts& b, MatrixView<const float> x, MatrixView<fl
   if ((!in_place && views_overlap(y, x)) || (p & weight_aliasing) != 0) return Status::aliasing;
   for (std::size_t i = 0; i < n_vec; ++i)
     if (y_on(y, vec[i], d)) return Status::aliasing;
+  if (ranges_overlap(x.data, extent(x), b.attention.scratch, scratch) ||
+      ranges_overlap(y.data, extent(y), b.attention.scratch, scratch))
+    return Status::aliasing;
   return Status::ok;
 }
 
@@ -55,13 +60,13 @@ float* linear_workspace(const BlockParts& b) noexcept {
 
 }  // namespace
 
-Status block_attention_f32(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+Status block_attention_f32(const BlockParts& b, LayerOp op, const BlockRows& rows,
                            const AttentionOptions& options) noexcept {
-  return layer_run(b.attention, op, av, av, av, options);
+  return layer_run_rows(b.attention, op, rows, options);
 }
-Status block_attention_cache(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+Status block_attention_cache(const BlockParts& b, LayerOp op, const BlockRows& rows,
                              const AttentionOptions& options) noexcept {
-  return layer_run_cache(b.attention, b.cache, op, av, av, av, options);
+  return layer_run_rows_cache(b.attention, b.cache, op, rows, options);
 }
 
 Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
@@ -72,39 +77,31 @@ Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const Enco
                      weight_problems(w.linear2, w.linear2_bias, d, ff, y);
   const float* const vec[] = {w.norm1_weight, w.norm1_bias, w.norm2_weight, w.norm2_bias};
   const bool act_ok = static_cast<std::uint8_t>(c.activation) <= static_cast<std::uint8_t>(Activation::silu);
-  Status st = block_check(b, x, y, p, vec, 4, c.layer_norm_eps, act_ok);
+  Status st =
+      block_check(b, x, y, p, vec, 4, c.layer_norm_eps, act_ok, b.attention_scratch + block_ffn_rows * (d + ff));
   if (st != Status::ok) return st;
 
   const std::size_t n = x.rows;
-  float* const a = b.attention.scratch + b.attention_scratch;  // n × d: attention in and out
-  float* const f = a + s.max_seq * d;                                       // block_ffn_rows × ff
-  const MatrixView<float> av{a, n, d, d};
+  float* const ar = b.attention.scratch + b.attention_scratch;  // block_ffn_rows × d: attention in and out
+  float* const f = ar + block_ffn_rows * d;                     // block_ffn_rows × ff
   const float eps = c.layer_norm_eps;
-  // Self-attention block; nothing is written to y before the attention has passed its own checks.
-  if (c.norm_first) {
-    for (std::size_t r = 0; r < n; ++r) layer_norm_row(x.data + r * x.stride, d, w.norm1_weight, w.norm1_bias, eps, a + r * d);
-    st = layer_run(b.attention, LayerOp::forward, av, av, av, options);
-    if (st != Status::ok) return st;
-    for (std::size_t r = 0; r < n; ++r)
-      for (std::size_t j = 0; j < d; ++j) y.data[r * y.stride + j] = x.data[r * x.stride + j] + a[r * d + j];
-  } else {
-    st = layer_run(b.attention, LayerOp::forward, x, x, av, options);
-    if (st != Status::ok) return st;
-    for (std::size_t r = 0; r < n; ++r) {
-      for (std::size_t j = 0; j < d; ++j) a[r * d + j] += x.data[r * x.stride + j];
-      layer_norm_row(a + r * d, d, w.norm1_weight, w.norm1_bias, eps, y.data + r * y.stride);
-    }
-  }
-  // Feed-forward block, block_ffn_rows rows at a time; a's rows are free again.
+  // Self-attention block, with its residual (and norm1 after it): y is written only once the attention has passed
+  // its own checks.
+  const BlockRows rows =
+      c.norm_first ? BlockRows{x, y, RowNorm::layer, w.norm1_weight, w.norm1_bias, false, nullptr, nullptr, eps, ar}
+                   : BlockRows{x, y, RowNorm::none, nullptr, nullptr, true, w.norm1_weight, w.norm1_bias, eps, ar};
+  st = layer_run_rows(b.attention, LayerOp::forward, rows, options);
+  if (st != Status::ok) return st;
+  // Feed-forward block, block_ffn_rows rows at a time, in ar.
   float* const ws = linear_workspace(b);
   for (std::size_t r0 = 0; r0 < n; r0 += block_ffn_rows) {
     const std::size_t m = n - r0 < block_ffn_rows ? n - r0 : block_ffn_rows;
     float* const yr = y.data + r0 * y.stride;
-    float* const ar = a + r0 * d;
     const float* in = yr;
     std::size_t ld_in = y.stride;
     if (c.norm_first) {
-      for (std::size_t r = 0; r < m; ++r) layer_norm_row(yr + r * y.stride, d, w.norm2_weight, w.norm2_bias, eps, ar + r * d);
+      for (std::size_t r = 0; r < m; ++r)
+        layer_norm_row(yr + r * y.stride, d, w.norm2_weight, w.norm2_bias, eps, ar + r * d);
       in = ar;
       ld_in = d;
     }
@@ -132,26 +129,22 @@ Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w
   const unsigned p = attention_problems(s, aw, y) | weight_problems(w.w1, nullptr, hidden, d, y) |
                      weight_problems(w.w3, nullptr, hidden, d, y) | weight_problems(w.w2, nullptr, d, hidden, y);
   const float* const vec[] = {w.attention_norm, w.ffn_norm};
-  Status st = block_check(b, x, y, p, vec, 2, eps, true);
+  Status st = block_check(b, x, y, p, vec, 2, eps, true, b.attention_scratch + block_ffn_rows * (d + 2 * hidden));
   if (st != Status::ok) return st;
 
   const std::size_t n = x.rows;
-  float* const a = b.attention.scratch + b.attention_scratch;  // n × d
-  float* const gate = a + s.max_seq * d;                                    // block_ffn_rows × hidden each
+  float* const ar = b.attention.scratch + b.attention_scratch;  // block_ffn_rows × d
+  float* const gate = ar + block_ffn_rows * d;                  // block_ffn_rows × hidden each
   float* const up = gate + block_ffn_rows * hidden;
-  const MatrixView<float> av{a, n, d, d};
-  for (std::size_t r = 0; r < n; ++r) rms_norm_row(x.data + r * x.stride, d, w.attention_norm, eps, a + r * d);
   AttentionOptions o = options;
   if (op == LayerOp::forward) o.causal = true;  // a prompt: each token sees itself and those before
-  st = b.attend(b, op, av, o);
+  const BlockRows rows{x, y, RowNorm::rms, w.attention_norm, nullptr, false, nullptr, nullptr, eps, ar};
+  st = b.attend(b, op, rows, o);
   if (st != Status::ok) return st;
-  for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t j = 0; j < d; ++j) y.data[r * y.stride + j] = x.data[r * x.stride + j] + a[r * d + j];
   float* const ws = linear_workspace(b);
   for (std::size_t r0 = 0; r0 < n; r0 += block_ffn_rows) {
     const std::size_t m = n - r0 < block_ffn_rows ? n - r0 : block_ffn_rows;
     float* const yr = y.data + r0 * y.stride;
-    float* const ar = a + r0 * d;
     for (std::size_t r = 0; r < m; ++r) rms_norm_row(yr + r * y.stride, d, w.ffn_norm, eps, ar + r * d);
     linear_checked(ar, d, m, w.w1, nullptr, gate, hidden, ws);
     linear_checked(ar, d, m, w.w3, nullptr, up, hidden, ws);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attention_run.hpp"
+#include "blocks_rows.hpp"
 #include "check.hpp"
 #include "kernels/cache_kernels.hpp"
 #include "kernels/kernels.hpp"
@@ -168,6 +169,77 @@ void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim
   }
 }
 
+// Where a call reads its query and context rows and writes its output rows, a chunk of rows at a time (passed by
+// value: the views' source is empty, no frame grows for it):
+//   context_rows(context, r0, n, ld), query_rows(query, r0, n, ld)  input rows [r0, r0 + n), n <= chunk
+//   out(y, r0, ld)  where the output rows from r0 go (the layer writes a query tile there)
+//   done(r0, n)     after the layer has written output rows [r0, r0 + n)
+// ViewSource: the call's views (MultiHeadAttention), the whole call at once. BlockSource: a block's rows
+// (BlockRows, whose x and y the call's views are), normalized a query tile at a time into its buffer, so that a
+// block's scratch holds one tile of rows whatever MaxSeq is.
+struct ViewSource {
+  static constexpr std::size_t chunk = size_max;
+  static const float* context_rows(const MatrixView<const float>& context, std::size_t r0, std::size_t,
+                                   std::size_t& ld) noexcept {
+    ld = context.stride;
+    return context.data + r0 * context.stride;
+  }
+  static const float* query_rows(const MatrixView<const float>& query, std::size_t r0, std::size_t,
+                                 std::size_t& ld) noexcept {
+    return context_rows(query, r0, 0, ld);
+  }
+  static float* out(const MatrixView<float>& y, std::size_t r0, std::size_t& ld) noexcept {
+    ld = y.stride;
+    return y.data + r0 * y.stride;
+  }
+  static void done(std::size_t, std::size_t) noexcept {}
+};
+
+struct BlockSource {
+  const BlockRows* b;
+  std::size_t d;
+  static constexpr std::size_t chunk = layer_block_q;
+  const float* context_rows(const MatrixView<const float>&, std::size_t r0, std::size_t n,
+                            std::size_t& ld) const noexcept {
+    const float* x = b->x.data + r0 * b->x.stride;
+    if (b->norm == RowNorm::none) {
+      ld = b->x.stride;
+      return x;
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      if (b->norm == RowNorm::rms) {
+        rms_norm_row(x + r * b->x.stride, d, b->norm_weight, b->eps, b->buffer + r * d);
+      } else {
+        layer_norm_row(x + r * b->x.stride, d, b->norm_weight, b->norm_bias, b->eps, b->buffer + r * d);
+      }
+    }
+    ld = d;
+    return b->buffer;
+  }
+  const float* query_rows(const MatrixView<const float>& query, std::size_t r0, std::size_t n,
+                          std::size_t& ld) const noexcept {
+    return context_rows(query, r0, n, ld);
+  }
+  float* out(const MatrixView<float>&, std::size_t, std::size_t& ld) const noexcept {
+    ld = d;
+    return b->buffer;  // free again once the tile's Q is projected
+  }
+  // y = x + attention, or layer_norm(x + attention): the rows of x it reads are this tile's, read by nothing after.
+  void done(std::size_t r0, std::size_t n) const noexcept {
+    for (std::size_t r = 0; r < n; ++r) {
+      const float* x = b->x.data + (r0 + r) * b->x.stride;
+      float* const y = b->y.data + (r0 + r) * b->y.stride;
+      float* const o = b->buffer + r * d;
+      if (b->post_norm) {
+        for (std::size_t j = 0; j < d; ++j) o[j] += x[j];
+        layer_norm_row(o, d, b->post_weight, b->post_bias, b->eps, y);
+      } else {
+        for (std::size_t j = 0; j < d; ++j) y[j] = x[j] + o[j];
+      }
+    }
+  }
+};
+
 // What the checks of a call established, for its attention part.
 struct LayerPlan {
   std::size_t n_kv, first_kv;  // keys [0, n_kv) once the call has stored its rows [first_kv, n_kv)
@@ -198,9 +270,10 @@ void store_cache_rows(const LayerCache& c, const LayerShape& shape, std::size_t 
 // K and V of the call's new rows into an f16 / q8 cache: the ring move in the cache's bytes, then the rows
 // projected layer_block_q at a time into the scratch's two tiles and rounded into the cache (the scratch is free
 // until the attention starts; y is written only after).
+template <class Source>
 void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, LayerOp op,
                           const MatrixView<const float>& context, std::size_t n_kv, std::size_t first_kv,
-                          std::size_t q_position) noexcept {
+                          std::size_t q_position, Source source) noexcept {
   const LayerShape& shape = layer.shape;
   LayerState& state = *layer.state;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
@@ -228,9 +301,10 @@ void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, Laye
   const std::size_t rows = n_kv - first_kv;
   for (std::size_t r0 = 0; r0 < rows; r0 += layer_block_q) {
     const std::size_t n = rows - r0 < layer_block_q ? rows - r0 : layer_block_q;
-    const float* src = context.data + r0 * context.stride;
-    project(layer, Projection::k, src, context.stride, n, k_tile, kv_dim);
-    project(layer, Projection::v, src, context.stride, n, v_tile, kv_dim);
+    std::size_t ld;
+    const float* src = source.context_rows(context, r0, n, ld);
+    project(layer, Projection::k, src, ld, n, k_tile, kv_dim);
+    project(layer, Projection::v, src, ld, n, v_tile, kv_dim);
     rotate(kern, *layer.config, hd, shape.kv_heads, k_tile, kv_dim, n, q_position + r0);
     store_cache_rows(cache, shape, first_kv + r0, k_tile, v_tile, kv_dim, n);
   }
@@ -241,12 +315,13 @@ void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, Laye
 // The checks, in the documented order (null pointers, shapes (the configuration's too), capacity, the mask,
 // overlaps), then K and V of the call's new rows. Out of line: its frame is not on the attention path's stack.
 // Quantized: an f16 / q8 cache (store_cache_new_rows), with its larger scratch.
-template <bool Quantized>
+// Source: where the rows checked as query and context are read from (ViewRows, BlockSource).
+template <bool Quantized, class Source>
 __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp op,
                                                const MatrixView<const float>& query,
                                                const MatrixView<const float>& context, const MatrixView<float>& y,
                                                const AttentionOptions& options, LayerPlan& plan,
-                                               const LayerCache* cache) noexcept {
+                                               const LayerCache* cache, Source source) noexcept {
   const LayerShape& shape = layer.shape;
   const LayerConfig& config = *layer.config;
   LayerState& state = *layer.state;
@@ -299,7 +374,7 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
   // The position of the call's first query row, and of its first new key row.
   const std::size_t q_position = op == LayerOp::append ? state.position : 0;
   if (Quantized) {
-    if (op != LayerOp::attend) store_cache_new_rows(layer, *cache, op, context, n_kv, first_kv, q_position);
+    if (op != LayerOp::attend) store_cache_new_rows(layer, *cache, op, context, n_kv, first_kv, q_position, source);
   } else if (op != LayerOp::attend) {
     // Room in a ring: the newest first_kv rows move to the front (front to back: the copy never overtakes).
     if (op == LayerOp::append && first_kv < state.cached) {
@@ -313,8 +388,13 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
     float* const k_new = layer.k + first_kv * kv_dim;
     float* const v_new = layer.v + first_kv * kv_dim;
     const std::size_t rows = n_kv - first_kv;
-    project(layer, Projection::k, context.data, context.stride, rows, k_new, kv_dim);
-    project(layer, Projection::v, context.data, context.stride, rows, v_new, kv_dim);
+    for (std::size_t r0 = 0; r0 < rows; r0 += Source::chunk) {
+      const std::size_t n = rows - r0 < Source::chunk ? rows - r0 : Source::chunk;
+      std::size_t ld;
+      const float* src = source.context_rows(context, r0, n, ld);
+      project(layer, Projection::k, src, ld, n, k_new + r0 * kv_dim, kv_dim);
+      project(layer, Projection::v, src, ld, n, v_new + r0 * kv_dim, kv_dim);
+    }
     rotate(kern, config, hd, shape.kv_heads, k_new, kv_dim, rows, q_position);
     state.cached = n_kv;
     state.position = q_position + rows;
@@ -331,11 +411,11 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
 // its rows of y are written, which is what makes y == query safe. Out of line, with only what the tile loop
 // needs in its frame: it is on the deepest stack path of every layer call.
 // Cache: nullptr for an f32 cache (layer.k, layer.v), else the f16 / q8 cache (attention_run_cache).
-template <bool Quantized>
+template <bool Quantized, class Source>
 __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, LayerOp op,
                                                   const MatrixView<const float>& query, const MatrixView<float>& y,
                                                   const AttentionOptions& options, const LayerPlan& plan,
-                                                  const LayerCache* cache) noexcept {
+                                                  const LayerCache* cache, Source source) noexcept {
   const LayerShape& shape = layer.shape;
   const std::size_t d = shape.model_dim, hd = shape.head_dim;
   const std::size_t kv_dim = shape.kv_heads * hd;
@@ -360,12 +440,15 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
 
   for (std::size_t i0 = 0; i0 < n_q; i0 += layer_block_q) {
     const std::size_t bq = n_q - i0 < layer_block_q ? n_q - i0 : layer_block_q;
-    project(layer, Projection::q, query.data + i0 * query.stride, query.stride, bq, q_tile, d);
+    std::size_t ldq, ldy;
+    const float* const q_rows = source.query_rows(query, i0, bq, ldq);
+    project(layer, Projection::q, q_rows, ldq, bq, q_tile, d);
+    float* const y_rows = source.out(y, i0, ldy);
     rotate(kern, *layer.config, hd, shape.heads, q_tile, d, bq, plan.q_position + i0);
     if (mask.data != nullptr) tile.mask = {mask.data + i0 * mask.stride, bq, n_kv, mask.stride};
     // The views of a head (one set, built in place: this frame is on the deepest stack path).
     heads.q = {q_tile, bq, hd, d};
-    heads.out = {project_out ? heads_tile : y.data + i0 * y.stride, bq, hd, project_out ? d : y.stride};
+    heads.out = {project_out ? heads_tile : y_rows, bq, hd, project_out ? d : ldy};
     if (Quantized) {
       // Every query tile on the converting row path, the query heads of a K/V head in one pass over it.
       const std::size_t es = cache->format == Format::f16 ? 2 : 1;
@@ -407,7 +490,8 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
         heads.out.data += hd;
       }
     }
-    if (project_out) project(layer, Projection::out, heads_tile, d, bq, y.data + i0 * y.stride, y.stride);
+    if (project_out) project(layer, Projection::out, heads_tile, d, bq, y_rows, ldy);
+    source.done(i0, bq);
     advance_rows(tile, bq);
   }
 }
@@ -443,16 +527,34 @@ bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
 Status layer_run(const LayerParts& layer, LayerOp op, MatrixView<const float> query, MatrixView<const float> context,
                  MatrixView<float> y, const AttentionOptions& options) noexcept {
   LayerPlan plan;
-  const Status st = layer_prepare<false>(layer, op, query, context, y, options, plan, nullptr);
-  if (st == Status::ok) layer_attend_tiles<false>(layer, op, query, y, options, plan, nullptr);
+  const Status st = layer_prepare<false>(layer, op, query, context, y, options, plan, nullptr, ViewSource{});
+  if (st == Status::ok) layer_attend_tiles<false>(layer, op, query, y, options, plan, nullptr, ViewSource{});
   return st;
 }
 
 Status layer_run_cache(const LayerParts& layer, const LayerCache& cache, LayerOp op, MatrixView<const float> query,
                        MatrixView<const float> context, MatrixView<float> y, const AttentionOptions& options) noexcept {
   LayerPlan plan;
-  const Status st = layer_prepare<true>(layer, op, query, context, y, options, plan, &cache);
-  if (st == Status::ok) layer_attend_tiles<true>(layer, op, query, y, options, plan, &cache);
+  const Status st = layer_prepare<true>(layer, op, query, context, y, options, plan, &cache, ViewSource{});
+  if (st == Status::ok) layer_attend_tiles<true>(layer, op, query, y, options, plan, &cache, ViewSource{});
+  return st;
+}
+
+Status layer_run_rows(const LayerParts& layer, LayerOp op, const BlockRows& rows,
+                      const AttentionOptions& options) noexcept {
+  LayerPlan plan;
+  const BlockSource source{&rows, layer.shape.model_dim};
+  const Status st = layer_prepare<false>(layer, op, rows.x, rows.x, rows.y, options, plan, nullptr, source);
+  if (st == Status::ok) layer_attend_tiles<false>(layer, op, rows.x, rows.y, options, plan, nullptr, source);
+  return st;
+}
+
+Status layer_run_rows_cache(const LayerParts& layer, const LayerCache& cache, LayerOp op, const BlockRows& rows,
+                            const AttentionOptions& options) noexcept {
+  LayerPlan plan;
+  const BlockSource source{&rows, layer.shape.model_dim};
+  const Status st = layer_prepare<true>(layer, op, rows.x, rows.x, rows.y, options, plan, &cache, source);
+  if (st == Status::ok) layer_attend_tiles<true>(layer, op, rows.x, rows.y, options, plan, &cache, source);
   return st;
 }
 

@@ -310,6 +310,11 @@ TEST(BlocksLayers, DecoderPrefillAndAppend) {
       EXPECT_TRUE(rows_near(y, want)) << "forward, theta " << theta << " interleaved " << interleaved;
       EXPECT_EQ(prompt->cached(), n);
       EXPECT_EQ(prompt->position(), n);
+      // In place: each query tile reads its rows of x before it writes them, and none after.
+      auto in_place = std::make_unique<Decoder>(model.weights(), c);
+      Guarded w = x;
+      ASSERT_EQ(in_place->forward(w.cview(), w.view()), ma::Status::ok);
+      EXPECT_TRUE(rows_near(w, want)) << "in place, theta " << theta << " interleaved " << interleaved;
       // A prefix by forward, the rest by append in chunks of 1, 2, 3 … rows (in place): the same rows.
       auto step = std::make_unique<Decoder>(model.weights(), c);
       Guarded z = x;
@@ -385,6 +390,13 @@ TEST(BlocksLayers, DecoderSharedScratchTwoLayers) {
   ASSERT_EQ(l1->forward(x.cview(), x.view()), ma::Status::ok);
   ASSERT_EQ(l2->forward(x.cview(), x.view()), ma::Status::ok);
   EXPECT_TRUE(rows_near(x, want));
+  // x or y inside the shared scratch (its last floats: the feed-forward rows) would be overwritten mid-call.
+  constexpr std::size_t sf = ma::decoder_layer_scratch_floats(dSeq, dD, dH, dHid);
+  float* const tail = scratch.data + sf - dD;
+  const std::size_t cached = l1->cached();
+  EXPECT_EQ(l1->append(ma::MatrixView<const float>{x.data(), 1, dD, dD}, ma::MatrixView<float>{tail, 1, dD, dD}), ma::Status::aliasing);
+  EXPECT_EQ(l1->append(ma::MatrixView<const float>{tail, 1, dD, dD}, ma::MatrixView<float>{x.data(), 1, dD, dD}), ma::Status::aliasing);
+  EXPECT_EQ(l1->cached(), cached);
 }
 
 // ---- bad input: the status, and y, the cache and the position untouched ----------------------------------------

@@ -56,12 +56,12 @@ static void test_sizes(void) {
   size_t a, b;
   a = microattn_encoder_layer_scratch_floats(10, 16, 4, 24);
   CHECK(a == MICROATTN_ENCODER_LAYER_SCRATCH_FLOATS(10, 16, 4, 24), "%u", (unsigned)a);
-  CHECK(a == microattn_layer_scratch_floats(16, 4) + 10 * 16 + MICROATTN_ATTENTION_BLOCK_Q * 24, "%u", (unsigned)a);
+  CHECK(a == microattn_layer_scratch_floats(16, 4) + MICROATTN_ATTENTION_BLOCK_Q * (16 + 24), "%u", (unsigned)a);
   b = microattn_decoder_layer_scratch_floats(10, 16, 4, 24, MICROATTN_FORMAT_F32);
   CHECK(b == MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(10, 16, 4, 24), "%u", (unsigned)b);
   b = microattn_decoder_layer_scratch_floats(10, 16, 4, 24, MICROATTN_FORMAT_Q8);
-  CHECK(b == microattn_layer_cache_scratch_floats(16, 4, MICROATTN_FORMAT_Q8) + 10 * 16 +
-                 2 * MICROATTN_ATTENTION_BLOCK_Q * 24,
+  CHECK(b == microattn_layer_cache_scratch_floats(16, 4, MICROATTN_FORMAT_Q8) +
+                 MICROATTN_ATTENTION_BLOCK_Q * (16 + 2 * 24),
         "%u", (unsigned)b);
   CHECK(microattn_decoder_layer_scratch_floats(10, 16, 4, 24, MICROATTN_FORMAT_F16) ==
             microattn_decoder_layer_scratch_floats(10, 16, 4, 24, MICROATTN_FORMAT_Q8),

@@ -81,21 +81,22 @@ Status activate_rows(MatrixView<float> x, Activation a) noexcept;
 // floats of scratch, not MaxSeq·FeedForward.
 constexpr std::size_t block_ffn_rows = attention_block_q;
 
-// Floats of per-call scratch: the attention's layer_scratch_floats, one MaxSeq × ModelDim matrix (the attention's
-// input and output), and the feed-forward rows (encoder: block_ffn_rows × FeedForward; decoder: gate and up,
-// 2 × block_ffn_rows × Hidden). Layers that run one after another may share one LayerScratch of the largest of
-// these (the …SharedScratch aliases below); one call at a time.
+// Floats of per-call scratch: the attention's layer_scratch_floats, block_ffn_rows × ModelDim (one query tile of
+// the attention's input and output, normalized a tile at a time), and the feed-forward rows (encoder:
+// block_ffn_rows × FeedForward; decoder: gate and up, 2 × block_ffn_rows × Hidden). None of it grows with MaxSeq
+// (max_seq is not read: the blocks' sizes all take it). Layers that run one after another may share one
+// LayerScratch of the largest of these (the …SharedScratch aliases below); one call at a time.
 constexpr std::size_t encoder_layer_scratch_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                                    std::size_t feed_forward) noexcept {
-  return layer_scratch_floats(model_dim, heads) + max_seq * model_dim + block_ffn_rows * feed_forward;
+  return (void)max_seq, layer_scratch_floats(model_dim, heads) + block_ffn_rows * (model_dim + feed_forward);
 }
 // cache: the decoder's K/V cache format (an f16 or q8 cache adds the attention's conversion block,
 // layer_scratch_floats(model_dim, heads, cache)); a format outside the enum: 0.
 constexpr std::size_t decoder_layer_scratch_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                                    std::size_t hidden, Format cache = Format::f32) noexcept {
-  return !detail::cache_format_ok(cache)
-             ? 0
-             : layer_scratch_floats(model_dim, heads, cache) + max_seq * model_dim + 2 * block_ffn_rows * hidden;
+  return !detail::cache_format_ok(cache) ? 0
+                                         : ((void)max_seq, layer_scratch_floats(model_dim, heads, cache) +
+                                                               block_ffn_rows * (model_dim + 2 * hidden));
 }
 
 // nn.TransformerEncoderLayer's state_dict (eval: no dropout). Borrowed: the data must outlive the layer.

@@ -449,21 +449,22 @@ typedef struct {
   size_t position;
 } microattn_decoder_layer;
 
-/* Floats of a block's per-call scratch (C++: encoder_layer_scratch_floats, decoder_layer_scratch_floats):
- *   encoder  LAYER_SCRATCH_FLOATS(model_dim, heads) + max_seq·model_dim + BLOCK_Q·feed_forward
- *   decoder  microattn_layer_cache_scratch_floats(model_dim, heads, cache) + max_seq·model_dim + 2·BLOCK_Q·hidden
+/* Floats of a block's per-call scratch (C++: encoder_layer_scratch_floats, decoder_layer_scratch_floats), none of it
+ * growing with max_seq (one query tile of rows at a time):
+ *   encoder  LAYER_SCRATCH_FLOATS(model_dim, heads) + BLOCK_Q·(model_dim + feed_forward)
+ *   decoder  microattn_layer_cache_scratch_floats(model_dim, heads, cache) + BLOCK_Q·(model_dim + 2·hidden)
  * The cache: microattn_layer_cache_floats(max_seq, model_dim, heads, heads) floats for the encoder,
  * microattn_layer_cache_bytes(max_seq, model_dim, heads, kv_heads, cache) bytes for the decoder. The functions
  * return 0 for sizes the C++ templates reject at compile time (a zero size, model_dim % heads, heads % kv_heads, a
  * head dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM, buffers that overflow; one rule with them), for a block
  * past PTRDIFF_MAX bytes, or for a cache format outside the enum. The macros (F32 cache) do not check: they are for
  * static arrays. */
-#define MICROATTN_ENCODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, feed_forward)         \
-  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) + (size_t)(max_seq) * (size_t)(model_dim) + \
-   (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(feed_forward))
-#define MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, hidden)               \
-  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) + (size_t)(max_seq) * (size_t)(model_dim) + \
-   2u * (size_t)MICROATTN_ATTENTION_BLOCK_Q * (size_t)(hidden))
+#define MICROATTN_ENCODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, feed_forward) \
+  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) +                                   \
+   (size_t)MICROATTN_ATTENTION_BLOCK_Q * ((size_t)(model_dim) + (size_t)(feed_forward)))
+#define MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, hidden) \
+  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) +                            \
+   (size_t)MICROATTN_ATTENTION_BLOCK_Q * ((size_t)(model_dim) + 2u * (size_t)(hidden)))
 size_t microattn_encoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t feed_forward);
 size_t microattn_decoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t hidden,
                                               microattn_format cache);

@@ -512,8 +512,9 @@ void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
 // ---- row kernels (one query or one row of a per row, see kernels.hpp) ----
 // Outside the anonymous namespace: the Helium table uses them too (it has no row kernels of its own yet).
 
-// Two query rows at a time (decoding: the rows of one K/V head's query group), the sums in registers and pointers
-// that step by one (Cortex-M loads with writeback): each sum over p in order, as before.
+// Two query rows at a time (decoding: the rows of one K/V head's query group) against four keys at a time: each
+// element of q loaded once for four keys, eight sums in registers, pointers that step by one (Cortex-M loads with
+// writeback). Each sum over p in order, as for one key: the same floats whatever the blocking.
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept {
   for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
@@ -523,7 +524,39 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
     float* s0 = s + r0 * lds;
     float* s1 = two ? s0 + lds : s0;
     const float* kj = k;
-    for (std::size_t j = bk; j != 0; --j, kj += ldk) {
+    std::size_t j = bk;
+    for (; j >= 4; j -= 4, kj += 4 * ldk) {
+      const float* a = q0;
+      const float* b = q1;
+      const float* k0 = kj;
+      const float* k1 = kj + ldk;
+      const float* k2 = k1 + ldk;
+      const float* k3 = k2 + ldk;
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+      for (std::size_t p = d; p != 0; --p) {
+        const float x = *a++, y = *b++;
+        const float w0 = *k0++, w1 = *k1++, w2 = *k2++, w3 = *k3++;
+        a0 = fmadd(x, w0, a0);
+        a1 = fmadd(x, w1, a1);
+        a2 = fmadd(x, w2, a2);
+        a3 = fmadd(x, w3, a3);
+        b0 = fmadd(y, w0, b0);
+        b1 = fmadd(y, w1, b1);
+        b2 = fmadd(y, w2, b2);
+        b3 = fmadd(y, w3, b3);
+      }
+      s1[0] = b0;  // s1 is s0 for a last single row: a's (the same sums) land last
+      s1[1] = b1;
+      s1[2] = b2;
+      s1[3] = b3;
+      s0[0] = a0;
+      s0[1] = a1;
+      s0[2] = a2;
+      s0[3] = a3;
+      s0 += 4;
+      s1 += 4;
+    }
+    for (; j != 0; --j, kj += ldk) {
       const float* a = q0;
       const float* b = q1;
       const float* kp = kj;
@@ -533,7 +566,7 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
         acc0 = fmadd(*a++, x, acc0);
         acc1 = fmadd(*b++, x, acc1);
       }
-      *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
+      *s1++ = acc1;
       *s0++ = acc0;
     }
   }
@@ -557,17 +590,56 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
   }
 }
 
-// Two rows at a time, one output column at a time over the block's keys: o[r][c]·alpha[r] (or 0), then
-// + p[r][j]·v[j][c] in key order, each element's sequence as before.
+// Two rows and four output columns at a time over the block's keys (one load of p per key for four columns, eight
+// sums in registers), then the last columns one at a time: o[r][c]·alpha[r] (or 0), then + p[r][j]·v[j][c] in key
+// order, each element's sequence the same whatever the blocking.
 void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                       std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
   for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
     const std::size_t r1 = nr - r0 >= 2 ? r0 + 1 : r0;
     float* const o0 = o + r0 * ldo;
     float* const o1 = o + r1 * ldo;
-    for (std::size_t c = 0; c < d_v; ++c) {
-      float acc0 = alpha != nullptr ? o0[c] * alpha[r0] : 0.0f;
-      float acc1 = alpha != nullptr ? o1[c] * alpha[r1] : 0.0f;
+    const float al0 = alpha != nullptr ? alpha[r0] : 0.0f, al1 = alpha != nullptr ? alpha[r1] : 0.0f;
+    std::size_t c = 0;
+    for (; c + 4 <= d_v; c += 4) {
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+      if (alpha != nullptr) {
+        a0 = o0[c] * al0;
+        a1 = o0[c + 1] * al0;
+        a2 = o0[c + 2] * al0;
+        a3 = o0[c + 3] * al0;
+        b0 = o1[c] * al1;
+        b1 = o1[c + 1] * al1;
+        b2 = o1[c + 2] * al1;
+        b3 = o1[c + 3] * al1;
+      }
+      const float* vp = v + c;
+      const float* pa = p + r0 * ldp;
+      const float* pb = p + r1 * ldp;
+      for (std::size_t j = bk; j != 0; --j, vp += ldv) {
+        const float x = *pa++, y = *pb++;
+        const float w0 = vp[0], w1 = vp[1], w2 = vp[2], w3 = vp[3];
+        a0 = fmadd(x, w0, a0);
+        a1 = fmadd(x, w1, a1);
+        a2 = fmadd(x, w2, a2);
+        a3 = fmadd(x, w3, a3);
+        b0 = fmadd(y, w0, b0);
+        b1 = fmadd(y, w1, b1);
+        b2 = fmadd(y, w2, b2);
+        b3 = fmadd(y, w3, b3);
+      }
+      o1[c] = b0;  // o1 is o0 for a last single row: a's (the same sums) land last
+      o1[c + 1] = b1;
+      o1[c + 2] = b2;
+      o1[c + 3] = b3;
+      o0[c] = a0;
+      o0[c + 1] = a1;
+      o0[c + 2] = a2;
+      o0[c + 3] = a3;
+    }
+    for (; c < d_v; ++c) {
+      float acc0 = alpha != nullptr ? o0[c] * al0 : 0.0f;
+      float acc1 = alpha != nullptr ? o1[c] * al1 : 0.0f;
       const float* vp = v + c;
       const float* a = p + r0 * ldp;
       const float* b = p + r1 * ldp;

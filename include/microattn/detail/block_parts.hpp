@@ -19,13 +19,14 @@ namespace detail {
 // What a block lends to its non-template function: its attention's parts (scratch: the block's whole scratch,
 // the attention's part first) and the feed-forward width.
 struct BlockParts;
-// The attention step of a block over rows av (in place), by cache format: two functions, so that a block with an
-// f32 cache links none of the conversion code.
-using BlockAttention = Status (*)(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+// The attention step of a block and its residual (blocks_layers.cpp's BlockRows), by cache format: two functions,
+// so that a block with an f32 cache links none of the conversion code.
+struct BlockRows;
+using BlockAttention = Status (*)(const BlockParts& b, LayerOp op, const BlockRows& rows,
                                   const AttentionOptions& options) noexcept;
-Status block_attention_f32(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+Status block_attention_f32(const BlockParts& b, LayerOp op, const BlockRows& rows,
                            const AttentionOptions& options) noexcept;
-Status block_attention_cache(const BlockParts& b, LayerOp op, const MatrixView<float>& av,
+Status block_attention_cache(const BlockParts& b, LayerOp op, const BlockRows& rows,
                              const AttentionOptions& options) noexcept;
 struct BlockParts {
   LayerParts attention;
