@@ -57,10 +57,13 @@ __attribute__((noinline)) ma::Status call_softmax_rows() { return ma::softmax_ro
 __attribute__((noinline)) ma::Status call_exp_elements() { return ma::exp_elements(q, out, n * n); }
 
 // q8 weights in groups of 32 (x quantized on the stack, the deepest of linear's paths), w's bytes as the int8 data.
+// The format is read at run time, as from a file: the probe links every format's entry point and kernels, whose
+// text footprint.py counts by format.
+volatile ma::Format linear_format = ma::Format::q8;
 __attribute__((noinline)) ma::Status call_linear() {
-  return ma::linear(ma::make_view<const float>(x, 4, n),
-                    ma::weights_q8(reinterpret_cast<const std::int8_t*>(w), mask, n, n, 32), k,
-                    ma::make_view(out, 4, n));
+  ma::WeightMatrix wm = ma::weights_q8(reinterpret_cast<const std::int8_t*>(w), mask, n, n, 32);
+  wm.format = linear_format;
+  return ma::linear(ma::make_view<const float>(x, 4, n), wm, k, ma::make_view(out, 4, n));
 }
 
 }  // namespace footprint

@@ -66,16 +66,24 @@ BUDGETS = {
     # linear(): its checks, q8's chunked quantization and the scalar f32/f16/q8 kernels (linear.cpp, kernels/linear_*).
     # The archive's linear objects, every table included (a firmware links only its own: "linear ... kernels text").
     # 7181 B measured on M4 (3333 before the Armv7E-M and Helium tables and the layers' entries; the Armv7E-M f16
-    # kernel's 8-column asm steps: +378 B)
-    "linear text": 7424,
+    # kernel's 8-column asm steps: +378 B; linear()'s three per-format entry points, each with its checks' call, and
+    # the q8 tables without the f16 kernel: +251 B, 7432 B)
+    "linear text": 7680,
     # What a firmware calling linear() links of it, by format (functions of linear()'s objects in footprint_probe,
-    # named by their format; linear() takes the format at run time, so a firmware calling it links all three):
-    "linear f32 kernels text": 128,  # matmul's gemm plus the bias: 52 B (the gemm is counted in the library)
+    # named by their format; footprint_probe calls linear() with q8 weights through a WeightMatrix whose format it
+    # reads at run time, so it links all three):
+    # matmul's gemm plus the bias, 52 B (the gemm is counted in the library), and linear()'s f32 entry point (its
+    # checks' call and arguments, +90 B; linear_checks is "common"): 214 B measured on M4
+    "linear f32 kernels text": 256,
+    # linear() is inline and picks its format's entry point: where the format is known at the call, the firmware
+    # links no other format's kernels (mcu/linear_f32_probe: f32 only).
+    "linear f32 caller, f16 and q8 text": 0,
     # Armv7E-M VCVTB/VCVTT, 4 rows: 1158 B measured on M7 (768 B before its 8-column asm steps: the 4-row step is 71
-    # 32-bit instructions, the 1-row step 20, and the columns before and after them come in C)
-    "linear f16 kernels text": 1216,
+    # 32-bit instructions, the 1-row step 20, and the columns before and after them come in C); 1246 B with
+    # linear()'s f16 entry point
+    "linear f16 kernels text": 1280,
     # q8: the chunked quantization driver, absmax, runq.c's rounding, the chunk kernel, the float row path.
-    "linear q8 kernels text": 3072,  # 2904 B measured on M4
+    "linear q8 kernels text": 3200,  # 2904 B measured on M4; 3154 B with linear()'s q8 entry point and its table
     # The firmware example (fp32 layers, no linear()) links none of linear()'s code, and its library text stays
     # what it was before linear() came in.
     # 13333 B on M4: the fp32 weight reader of layers (+132); 13 737 B with gemm's 1x8 row tile and the two-row
@@ -120,8 +128,9 @@ TARGET_BUDGETS = {
         "firmware example library text": 22528,
         # the Helium f16 (960 B) and q8 kernels; the Armv7E-M f16 kernel is not compiled for Helium builds
         "linear text": 7680,
-        # the Helium f16 kernel (MVE VCVTB/VCVTT quads in asm, x's subnormal check, VCVTB scalar rows): 960 B measured
-        "linear f16 kernels text": 1024,
+        # the Helium f16 kernel (MVE VCVTB/VCVTT quads in asm, x's subnormal check, VCVTB scalar rows): 960 B measured,
+        # 1076 B with linear()'s f16 entry point
+        "linear f16 kernels text": 1152,
         "stack, linear": 1408,  # Helium q8, the int32 sums and floats of 32 rows: 1384 B measured (16 rows: 1120 B, 16 % more instructions at 256 x 64)
         "stack, layer from weight matrices": 1408,  # 1384 B (Helium q8, as linear)
         "linear q8 kernels text": 3328,  # 3182 B measured
@@ -140,7 +149,7 @@ ENTRY_POINTS = [  # name in the table, pattern matched against the demangled fun
     ("attention", r"^microattn::Status microattn::attention\("),
     ("MultiHeadAttention::forward", r"^microattn::Status footprint::call_forward\("),
     ("MultiHeadAttention::append", r"^microattn::Status footprint::call_append\("),
-    ("linear", r"^microattn::Status microattn::linear\("),
+    ("linear", r"^microattn::Status microattn::detail::linear_q8\("),  # inline linear()'s deepest format
 ]
 PROBE_WRAPPER = r"^microattn::Status footprint::{}\("  # the measured out-of-line calls of the probe
 
@@ -512,6 +521,13 @@ def main():
         for fmt, size in by_format.items():
             if fmt != "common":
                 figure(build, f"linear {fmt} kernels text", size, f"linear {fmt} kernels text")
+        # A firmware calling linear() with f32 weights only (mcu/linear_f32_probe): the format is known at the call,
+        # so no f16 or q8 kernel may be linked.
+        only_f32 = linear_text_by_format(build, os.path.join(build, "mcu", "linear_f32_probe"))
+        print("linear() called with f32 weights only (linear_f32_probe), text by format: " +
+              ", ".join(f"{fmt} {size}" for fmt, size in only_f32.items()))
+        figure(build, "linear() with f32 weights only: f16 and q8 text", only_f32["f16"] + only_f32["q8"],
+               "linear f32 caller, f16 and q8 text")
 
         probe = os.path.join(build, "mcu", "footprint_probe")
         ram, kind = reference_layer_ram(probe)

@@ -187,17 +187,43 @@ unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t r
 
 }  // namespace detail
 
-Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y) noexcept {
-  const unsigned p = detail::weight_problems(w, bias, w.rows, w.cols, y);
-  if (x.data == nullptr || y.data == nullptr || (p & detail::weight_null) != 0) return Status::null_pointer;
-  if (!detail::all_aligned(x, y) || (p & detail::weight_misaligned) != 0) return Status::misaligned;
-  if ((p & detail::weight_shape) != 0 || !detail::shape_ok(x) || !detail::shape_ok(y)) return Status::invalid_shape;
+namespace detail {
+
+// linear()'s checks in the documented order, for every format.
+Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                     const MatrixView<float>& y) noexcept {
+  const unsigned p = weight_problems(w, bias, w.rows, w.cols, y);
+  if (x.data == nullptr || y.data == nullptr || (p & weight_null) != 0) return Status::null_pointer;
+  if (!all_aligned(x, y) || (p & weight_misaligned) != 0) return Status::misaligned;
+  if ((p & weight_shape) != 0 || !shape_ok(x) || !shape_ok(y)) return Status::invalid_shape;
   if (x.cols != w.cols || y.cols != w.rows || y.rows != x.rows) return Status::invalid_shape;
-  if (detail::views_overlap(y, x) || (p & detail::weight_aliasing) != 0) return Status::aliasing;
-  detail::linear_run(detail::selected_linear_kernels(), w.format,
-                     detail::linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
+  if (views_overlap(y, x) || (p & weight_aliasing) != 0) return Status::aliasing;
   return Status::ok;
 }
+
+// One entry point per format, each reaching only its own kernels: on Cortex-M the kernel itself (or a q8 table
+// without the f16 kernel), elsewhere the run-time table (linear_kernels.hpp).
+Status linear_f32(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                  const MatrixView<float>& y) noexcept {
+  const Status st = linear_checks(x, w, bias, y);
+  if (st == Status::ok) linear_f32_gemm(linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
+  return st;
+}
+Status linear_f16(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                  const MatrixView<float>& y) noexcept {
+  const Status st = linear_checks(x, w, bias, y);
+  if (st == Status::ok) selected_linear_f16()(linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
+  return st;
+}
+Status linear_q8(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                 const MatrixView<float>& y) noexcept {
+  const Status st = linear_checks(x, w, bias, y);
+  if (st == Status::ok)
+    run_q8_on_stack(selected_linear_q8_kernels(), linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
+  return st;
+}
+
+}  // namespace detail
 
 const char* linear_kernel_name(Format format) noexcept {
   const detail::LinearKernels& t = detail::selected_linear_kernels();

@@ -88,7 +88,33 @@ constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
 // linear_q8_rows·linear_q8_chunk_bytes of quantized x and its scales plus, on AVX-512 VNNI, as much again for
 // per-lane corrections (under 11 KiB measured): all within entry_point_stack_bytes (test SmallStack). Cortex-M: one
 // row of 256 bytes, under 1 KiB in all (scripts/footprint.py).
-Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y) noexcept;
+//
+// What a firmware links: linear() is inline and picks the format's entry point, so that where the format is known
+// where it is called (weights_f32(...) at the call, or a constexpr WeightMatrix) only that format's kernels are
+// reached, and --gc-sections drops the others (footprint.py checks an f32 caller links no f16/q8 code). A format
+// read at run time links all three.
+namespace detail {
+Status linear_f32(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                  const MatrixView<float>& y) noexcept;
+Status linear_f16(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                  const MatrixView<float>& y) noexcept;
+Status linear_q8(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                 const MatrixView<float>& y) noexcept;
+Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                     const MatrixView<float>& y) noexcept;  // a format outside Format: only the error to report
+}  // namespace detail
+[[gnu::always_inline]] inline Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias,
+                                            MatrixView<float> y) noexcept {
+  switch (w.format) {
+    case Format::f32:
+      return detail::linear_f32(x, w, bias, y);
+    case Format::f16:
+      return detail::linear_f16(x, w, bias, y);
+    case Format::q8:
+      return detail::linear_q8(x, w, bias, y);
+  }
+  return detail::linear_checks(x, w, bias, y);
+}
 
 // Name of the kernel linear() runs for a format, e.g. "linear_q8_2x4_avx512vnni"; "" for a value outside Format.
 const char* linear_kernel_name(Format format) noexcept;

@@ -123,6 +123,42 @@ inline float row_scale(const float* scales, std::size_t j, std::size_t stride) n
 // The fused products, scalar, one function per product for both formats (flash: the Cortex-M builds link these):
 // each key's element converted once for up to four query rows; P·V over columns [c0, d_v) only, so the vector
 // tables finish with it from where their vectors stopped.
+
+// Scores of query rows a and b against four stored q8 keys k, k + ldk, … with scales sc[0], sc[stride], …: b's to
+// sb[0..3], then a's to sa[0..3] (sb may be sa). Out of line so that its loop's pointers stay in registers (inlined,
+// GCC at -Os spilled them).
+__attribute__((noinline)) void rows_dot_q8_2x4(const float* a, const float* b, const std::int8_t* k, std::size_t ldk,
+                                               std::size_t d, const float* sc, std::size_t stride, float* sa,
+                                               float* sb) noexcept {
+  const float c0 = sc[0], c1 = sc[stride], c2 = sc[2 * stride], c3 = sc[3 * stride];
+  const std::int8_t* k0 = k;
+  const std::int8_t* k1 = k + ldk;
+  const std::int8_t* k2 = k1 + ldk;
+  const std::int8_t* k3 = k2 + ldk;
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  for (std::size_t p = d; p != 0; --p) {
+    const float x = *a++, y = *b++;
+    const float w0 = c0 * static_cast<float>(*k0++), w1 = c1 * static_cast<float>(*k1++);
+    const float w2 = c2 * static_cast<float>(*k2++), w3 = c3 * static_cast<float>(*k3++);
+    a0 = fmadd(x, w0, a0);
+    a1 = fmadd(x, w1, a1);
+    a2 = fmadd(x, w2, a2);
+    a3 = fmadd(x, w3, a3);
+    b0 = fmadd(y, w0, b0);
+    b1 = fmadd(y, w1, b1);
+    b2 = fmadd(y, w2, b2);
+    b3 = fmadd(y, w3, b3);
+  }
+  sb[0] = b0;
+  sb[1] = b1;
+  sb[2] = b2;
+  sb[3] = b3;
+  sa[0] = a0;
+  sa[1] = a1;
+  sa[2] = a2;
+  sa[3] = a3;
+}
+
 // q8, two query rows at a time (decoding: the rows of one K/V head's query group): scalar sums in registers and
 // pointers that step by one, where the shared loop below keeps four sums in memory and tests the format per element
 // (a few times the instructions on Cortex-M). Same products in the same order: the same floats.
@@ -139,39 +175,8 @@ void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::siz
     const float* sc = scales;
     std::size_t j = bk;
     // Four keys at a time: each element of q loaded once for four keys, eight sums in registers.
-    for (; j >= 4; j -= 4, kj += 4 * ldk, sc += 4 * scale_stride) {
-      const float c0 = sc[0], c1 = sc[scale_stride], c2 = sc[2 * scale_stride], c3 = sc[3 * scale_stride];
-      const float* a = q0;
-      const float* b = q1;
-      const std::int8_t* k0 = kj;
-      const std::int8_t* k1 = kj + ldk;
-      const std::int8_t* k2 = k1 + ldk;
-      const std::int8_t* k3 = k2 + ldk;
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-      for (std::size_t p = d; p != 0; --p) {
-        const float x = *a++, y = *b++;
-        const float w0 = c0 * static_cast<float>(*k0++), w1 = c1 * static_cast<float>(*k1++);
-        const float w2 = c2 * static_cast<float>(*k2++), w3 = c3 * static_cast<float>(*k3++);
-        a0 = fmadd(x, w0, a0);
-        a1 = fmadd(x, w1, a1);
-        a2 = fmadd(x, w2, a2);
-        a3 = fmadd(x, w3, a3);
-        b0 = fmadd(y, w0, b0);
-        b1 = fmadd(y, w1, b1);
-        b2 = fmadd(y, w2, b2);
-        b3 = fmadd(y, w3, b3);
-      }
-      s1[0] = b0;  // s1 is s0 for a last single row: a's (the same sums) land last
-      s1[1] = b1;
-      s1[2] = b2;
-      s1[3] = b3;
-      s0[0] = a0;
-      s0[1] = a1;
-      s0[2] = a2;
-      s0[3] = a3;
-      s0 += 4;
-      s1 += 4;
-    }
+    for (; j >= 4; j -= 4, kj += 4 * ldk, sc += 4 * scale_stride, s0 += 4, s1 += 4)
+      rows_dot_q8_2x4(q0, q1, kj, ldk, d, sc, scale_stride, s0, s1);
     for (; j != 0; --j, kj += ldk, sc += scale_stride) {
       const float scale = *sc;
       const float* a = q0;
@@ -183,10 +188,48 @@ void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::siz
         acc0 = fmadd(*a++, x, acc0);
         acc1 = fmadd(*b++, x, acc1);
       }
-      *s1++ = acc1;
+      *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
       *s0++ = acc0;
     }
   }
+}
+// Four output columns of rows a and b over stored q8 values v (row j at v + j·ldv, scale sc[j·stride]):
+// oa[0..3]·al (or 0 without alpha), then + pa[j]·v̂[j][c] in key order (the same for b; ob may be oa).
+__attribute__((noinline)) void rows_axpy_q8_2x4(const float* pa, const float* pb, std::size_t bk, const std::int8_t* v,
+                                                std::size_t ldv, const float* sc, std::size_t stride, bool with_alpha,
+                                                float al0, float al1, float* oa, float* ob) noexcept {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  if (with_alpha) {
+    a0 = oa[0] * al0;
+    a1 = oa[1] * al0;
+    a2 = oa[2] * al0;
+    a3 = oa[3] * al0;
+    b0 = ob[0] * al1;
+    b1 = ob[1] * al1;
+    b2 = ob[2] * al1;
+    b3 = ob[3] * al1;
+  }
+  for (std::size_t j = bk; j != 0; --j, v += ldv, sc += stride) {
+    const float x = *pa++, y = *pb++, scale = *sc;
+    const float w0 = scale * static_cast<float>(v[0]), w1 = scale * static_cast<float>(v[1]);
+    const float w2 = scale * static_cast<float>(v[2]), w3 = scale * static_cast<float>(v[3]);
+    a0 = fmadd(x, w0, a0);
+    a1 = fmadd(x, w1, a1);
+    a2 = fmadd(x, w2, a2);
+    a3 = fmadd(x, w3, a3);
+    b0 = fmadd(y, w0, b0);
+    b1 = fmadd(y, w1, b1);
+    b2 = fmadd(y, w2, b2);
+    b3 = fmadd(y, w3, b3);
+  }
+  ob[0] = b0;
+  ob[1] = b1;
+  ob[2] = b2;
+  ob[3] = b3;
+  oa[0] = a0;
+  oa[1] = a1;
+  oa[2] = a2;
+  oa[3] = a3;
 }
 // q8 P·V, two rows and four output columns at a time over the block's keys (the key's scale and p loaded once for
 // four columns), then the last columns one at a time: o[r][c] = o[r][c]·alpha[r] (or 0), then + p[r][j]·v̂[j][c] in
@@ -202,44 +245,8 @@ void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::si
     float* const o1 = o + r1 * ldo;
     const float al0 = alpha != nullptr ? alpha[r0] : 0.0f, al1 = alpha != nullptr ? alpha[r1] : 0.0f;
     std::size_t c = c0;
-    for (; c + 4 <= d_v; c += 4) {
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-      if (alpha != nullptr) {
-        a0 = o0[c] * al0;
-        a1 = o0[c + 1] * al0;
-        a2 = o0[c + 2] * al0;
-        a3 = o0[c + 3] * al0;
-        b0 = o1[c] * al1;
-        b1 = o1[c + 1] * al1;
-        b2 = o1[c + 2] * al1;
-        b3 = o1[c + 3] * al1;
-      }
-      const std::int8_t* vp = v + c;
-      const float* sc = scales;
-      const float* pa = p0;
-      const float* pb = p1;
-      for (std::size_t j = bk; j != 0; --j, vp += ldv, sc += scale_stride) {
-        const float x = *pa++, y = *pb++, scale = *sc;
-        const float w0 = scale * static_cast<float>(vp[0]), w1 = scale * static_cast<float>(vp[1]);
-        const float w2 = scale * static_cast<float>(vp[2]), w3 = scale * static_cast<float>(vp[3]);
-        a0 = fmadd(x, w0, a0);
-        a1 = fmadd(x, w1, a1);
-        a2 = fmadd(x, w2, a2);
-        a3 = fmadd(x, w3, a3);
-        b0 = fmadd(y, w0, b0);
-        b1 = fmadd(y, w1, b1);
-        b2 = fmadd(y, w2, b2);
-        b3 = fmadd(y, w3, b3);
-      }
-      o1[c] = b0;  // o1 is o0 for a last single row: a's (the same sums) land last
-      o1[c + 1] = b1;
-      o1[c + 2] = b2;
-      o1[c + 3] = b3;
-      o0[c] = a0;
-      o0[c + 1] = a1;
-      o0[c + 2] = a2;
-      o0[c + 3] = a3;
-    }
+    for (; c + 4 <= d_v; c += 4)
+      rows_axpy_q8_2x4(p0, p1, bk, v + c, ldv, scales, scale_stride, alpha != nullptr, al0, al1, o0 + c, o1 + c);
     for (; c < d_v; ++c) {
       float acc0 = alpha != nullptr ? o0[c] * al0 : 0.0f;
       float acc1 = alpha != nullptr ? o1[c] * al1 : 0.0f;

@@ -559,9 +559,15 @@ constexpr LinearKernels table{"armv7em",
                               absmax_bits_armv7em,
                               quantize_armv7em};
 
+// linear()'s q8 entry point's table: without the f16 kernel, which a firmware then links only if it calls linear()
+// with f16 weights.
+constexpr LinearKernels q8_table{"armv7em", "linear_f32_gemm_armv7em", "", "linear_q8_1x2_armv7em", linear_f32_gemm,
+                                 nullptr,   q8_chunk_armv7em,          1,  absmax_bits_armv7em,     quantize_armv7em};
+
 }  // namespace
 
 const LinearKernels& armv7em_linear_kernels() noexcept { return table; }
+const LinearKernels& armv7em_linear_q8_kernels() noexcept { return q8_table; }
 
 }  // namespace detail
 }  // namespace microattn

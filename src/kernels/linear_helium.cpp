@@ -607,9 +607,15 @@ constexpr LinearKernels table{"helium",
                               absmax_bits_helium,
                               quantize_helium};
 
+// linear()'s q8 entry point's table: without the f16 kernel (see linear_armv7em.cpp).
+constexpr LinearKernels q8_table{"helium", "linear_f32_gemm_helium", "", "linear_q8_1x4_helium", linear_f32_gemm,
+                                 nullptr,  q8_chunk_helium,          1,  absmax_bits_helium,     quantize_helium};
+
 }  // namespace
 
 const LinearKernels& helium_linear_kernels() noexcept { return table; }
+const LinearKernels& helium_linear_q8_kernels() noexcept { return q8_table; }
+LinearF16Kernel helium_linear_f16() noexcept { return linear_f16_helium; }
 
 }  // namespace detail
 }  // namespace microattn

@@ -108,6 +108,36 @@ const LinearKernels& armv7em_linear_kernels() noexcept;
 // f16 on the scalar FPU's half-precision conversion (VCVTB/VCVTT), 4 weight rows per x row: both Cortex-M tables.
 void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept;
 #endif
+// The f16 kernel, and a table for q8 (its q8 fields are the selected table's): what linear()'s per-format entry
+// points reach. On Cortex-M each is its own object (the q8 table without the f16 kernel), so that a firmware links
+// only the formats it calls linear() with; elsewhere the run-time table.
+using LinearF16Kernel = void (*)(const LinearArgs& a) noexcept;
+#if MICROATTN_LINEAR_HELIUM
+LinearF16Kernel helium_linear_f16() noexcept;
+const LinearKernels& helium_linear_q8_kernels() noexcept;
+#endif
+#if MICROATTN_LINEAR_ARMV7EM
+const LinearKernels& armv7em_linear_q8_kernels() noexcept;
+#endif
+inline const LinearKernels& selected_linear_kernels() noexcept;
+inline LinearF16Kernel selected_linear_f16() noexcept {
+#if MICROATTN_LINEAR_HELIUM
+  return helium_linear_f16();
+#elif MICROATTN_LINEAR_ARMV7EM
+  return linear_f16_1x4_armv7em;
+#else
+  return selected_linear_kernels().f16;
+#endif
+}
+inline const LinearKernels& selected_linear_q8_kernels() noexcept {
+#if MICROATTN_LINEAR_HELIUM
+  return helium_linear_q8_kernels();
+#elif MICROATTN_LINEAR_ARMV7EM
+  return armv7em_linear_q8_kernels();
+#else
+  return selected_linear_kernels();
+#endif
+}
 inline const LinearKernels& selected_linear_kernels() noexcept {
 #if MICROATTN_LINEAR_HELIUM
   return helium_linear_kernels();

@@ -512,6 +512,41 @@ void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
 // ---- row kernels (one query or one row of a per row, see kernels.hpp) ----
 // Outside the anonymous namespace: the Helium table uses them too (it has no row kernels of its own yet).
 
+namespace {
+
+// Scores of query rows a and b against the four keys k, k + ldk, k + 2·ldk, k + 3·ldk (d elements each): b's to
+// sb[0..3], then a's to sa[0..3] (sb may be sa: a's land last). Out of line so that its loop's six pointers stay in
+// registers: inlined in the key loop, GCC at -Os spilled them (12 loads and stores per element).
+__attribute__((noinline)) void rows_dot_2x4(const float* a, const float* b, const float* k, std::size_t ldk,
+                                            std::size_t d, float* sa, float* sb) noexcept {
+  const float* k0 = k;
+  const float* k1 = k + ldk;
+  const float* k2 = k1 + ldk;
+  const float* k3 = k2 + ldk;
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  for (std::size_t p = d; p != 0; --p) {
+    const float x = *a++, y = *b++;
+    const float w0 = *k0++, w1 = *k1++, w2 = *k2++, w3 = *k3++;
+    a0 = fmadd(x, w0, a0);
+    a1 = fmadd(x, w1, a1);
+    a2 = fmadd(x, w2, a2);
+    a3 = fmadd(x, w3, a3);
+    b0 = fmadd(y, w0, b0);
+    b1 = fmadd(y, w1, b1);
+    b2 = fmadd(y, w2, b2);
+    b3 = fmadd(y, w3, b3);
+  }
+  sb[0] = b0;
+  sb[1] = b1;
+  sb[2] = b2;
+  sb[3] = b3;
+  sa[0] = a0;
+  sa[1] = a1;
+  sa[2] = a2;
+  sa[3] = a3;
+}
+}  // namespace
+
 // Two query rows at a time (decoding: the rows of one K/V head's query group) against four keys at a time: each
 // element of q loaded once for four keys, eight sums in registers, pointers that step by one (Cortex-M loads with
 // writeback). Each sum over p in order, as for one key: the same floats whatever the blocking.
@@ -525,37 +560,7 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
     float* s1 = two ? s0 + lds : s0;
     const float* kj = k;
     std::size_t j = bk;
-    for (; j >= 4; j -= 4, kj += 4 * ldk) {
-      const float* a = q0;
-      const float* b = q1;
-      const float* k0 = kj;
-      const float* k1 = kj + ldk;
-      const float* k2 = k1 + ldk;
-      const float* k3 = k2 + ldk;
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-      for (std::size_t p = d; p != 0; --p) {
-        const float x = *a++, y = *b++;
-        const float w0 = *k0++, w1 = *k1++, w2 = *k2++, w3 = *k3++;
-        a0 = fmadd(x, w0, a0);
-        a1 = fmadd(x, w1, a1);
-        a2 = fmadd(x, w2, a2);
-        a3 = fmadd(x, w3, a3);
-        b0 = fmadd(y, w0, b0);
-        b1 = fmadd(y, w1, b1);
-        b2 = fmadd(y, w2, b2);
-        b3 = fmadd(y, w3, b3);
-      }
-      s1[0] = b0;  // s1 is s0 for a last single row: a's (the same sums) land last
-      s1[1] = b1;
-      s1[2] = b2;
-      s1[3] = b3;
-      s0[0] = a0;
-      s0[1] = a1;
-      s0[2] = a2;
-      s0[3] = a3;
-      s0 += 4;
-      s1 += 4;
-    }
+    for (; j >= 4; j -= 4, kj += 4 * ldk, s0 += 4, s1 += 4) rows_dot_2x4(q0, q1, kj, ldk, d, s0, s1);
     for (; j != 0; --j, kj += ldk) {
       const float* a = q0;
       const float* b = q1;
@@ -566,7 +571,7 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
         acc0 = fmadd(*a++, x, acc0);
         acc1 = fmadd(*b++, x, acc1);
       }
-      *s1++ = acc1;
+      *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
       *s0++ = acc0;
     }
   }
@@ -590,6 +595,47 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
   }
 }
 
+namespace {
+
+// Four output columns of rows a and b: oa[0..3] = oa[0..3]·al (or 0 without alpha), then + pa[j]·v[j·ldv + c] for
+// j < bk in key order (the same for b; ob may be oa: a's land last). Out of line for the reason of rows_dot_2x4.
+__attribute__((noinline)) void rows_axpy_2x4(const float* pa, const float* pb, std::size_t bk, const float* v,
+                                             std::size_t ldv, bool with_alpha, float al0, float al1, float* oa,
+                                             float* ob) noexcept {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  if (with_alpha) {
+    a0 = oa[0] * al0;
+    a1 = oa[1] * al0;
+    a2 = oa[2] * al0;
+    a3 = oa[3] * al0;
+    b0 = ob[0] * al1;
+    b1 = ob[1] * al1;
+    b2 = ob[2] * al1;
+    b3 = ob[3] * al1;
+  }
+  for (std::size_t j = bk; j != 0; --j, v += ldv) {
+    const float x = *pa++, y = *pb++;
+    const float w0 = v[0], w1 = v[1], w2 = v[2], w3 = v[3];
+    a0 = fmadd(x, w0, a0);
+    a1 = fmadd(x, w1, a1);
+    a2 = fmadd(x, w2, a2);
+    a3 = fmadd(x, w3, a3);
+    b0 = fmadd(y, w0, b0);
+    b1 = fmadd(y, w1, b1);
+    b2 = fmadd(y, w2, b2);
+    b3 = fmadd(y, w3, b3);
+  }
+  ob[0] = b0;
+  ob[1] = b1;
+  ob[2] = b2;
+  ob[3] = b3;
+  oa[0] = a0;
+  oa[1] = a1;
+  oa[2] = a2;
+  oa[3] = a3;
+}
+}  // namespace
+
 // Two rows and four output columns at a time over the block's keys (one load of p per key for four columns, eight
 // sums in registers), then the last columns one at a time: o[r][c]·alpha[r] (or 0), then + p[r][j]·v[j][c] in key
 // order, each element's sequence the same whatever the blocking.
@@ -599,50 +645,17 @@ void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size
     const std::size_t r1 = nr - r0 >= 2 ? r0 + 1 : r0;
     float* const o0 = o + r0 * ldo;
     float* const o1 = o + r1 * ldo;
+    const float* const p0 = p + r0 * ldp;
+    const float* const p1 = p + r1 * ldp;
     const float al0 = alpha != nullptr ? alpha[r0] : 0.0f, al1 = alpha != nullptr ? alpha[r1] : 0.0f;
     std::size_t c = 0;
-    for (; c + 4 <= d_v; c += 4) {
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-      if (alpha != nullptr) {
-        a0 = o0[c] * al0;
-        a1 = o0[c + 1] * al0;
-        a2 = o0[c + 2] * al0;
-        a3 = o0[c + 3] * al0;
-        b0 = o1[c] * al1;
-        b1 = o1[c + 1] * al1;
-        b2 = o1[c + 2] * al1;
-        b3 = o1[c + 3] * al1;
-      }
-      const float* vp = v + c;
-      const float* pa = p + r0 * ldp;
-      const float* pb = p + r1 * ldp;
-      for (std::size_t j = bk; j != 0; --j, vp += ldv) {
-        const float x = *pa++, y = *pb++;
-        const float w0 = vp[0], w1 = vp[1], w2 = vp[2], w3 = vp[3];
-        a0 = fmadd(x, w0, a0);
-        a1 = fmadd(x, w1, a1);
-        a2 = fmadd(x, w2, a2);
-        a3 = fmadd(x, w3, a3);
-        b0 = fmadd(y, w0, b0);
-        b1 = fmadd(y, w1, b1);
-        b2 = fmadd(y, w2, b2);
-        b3 = fmadd(y, w3, b3);
-      }
-      o1[c] = b0;  // o1 is o0 for a last single row: a's (the same sums) land last
-      o1[c + 1] = b1;
-      o1[c + 2] = b2;
-      o1[c + 3] = b3;
-      o0[c] = a0;
-      o0[c + 1] = a1;
-      o0[c + 2] = a2;
-      o0[c + 3] = a3;
-    }
+    for (; c + 4 <= d_v; c += 4) rows_axpy_2x4(p0, p1, bk, v + c, ldv, alpha != nullptr, al0, al1, o0 + c, o1 + c);
     for (; c < d_v; ++c) {
       float acc0 = alpha != nullptr ? o0[c] * al0 : 0.0f;
       float acc1 = alpha != nullptr ? o1[c] * al1 : 0.0f;
       const float* vp = v + c;
-      const float* a = p + r0 * ldp;
-      const float* b = p + r1 * ldp;
+      const float* a = p0;
+      const float* b = p1;
       for (std::size_t j = bk; j != 0; --j, vp += ldv) {
         const float x = *vp;
         acc0 = fmadd(*a++, x, acc0);
