@@ -135,28 +135,14 @@ __attribute__((noinline)) void rows_dot_q8_2x4(const float* a, const float* b, c
   const std::int8_t* k1 = k + ldk;
   const std::int8_t* k2 = k1 + ldk;
   const std::int8_t* k3 = k2 + ldk;
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  Sums2x4 sums;
   for (std::size_t p = d; p != 0; --p) {
     const float x = *a++, y = *b++;
     const float w0 = c0 * static_cast<float>(*k0++), w1 = c1 * static_cast<float>(*k1++);
     const float w2 = c2 * static_cast<float>(*k2++), w3 = c3 * static_cast<float>(*k3++);
-    a0 = fmadd(x, w0, a0);
-    a1 = fmadd(x, w1, a1);
-    a2 = fmadd(x, w2, a2);
-    a3 = fmadd(x, w3, a3);
-    b0 = fmadd(y, w0, b0);
-    b1 = fmadd(y, w1, b1);
-    b2 = fmadd(y, w2, b2);
-    b3 = fmadd(y, w3, b3);
+    sums.add(x, y, w0, w1, w2, w3);
   }
-  sb[0] = b0;
-  sb[1] = b1;
-  sb[2] = b2;
-  sb[3] = b3;
-  sa[0] = a0;
-  sa[1] = a1;
-  sa[2] = a2;
-  sa[3] = a3;
+  sums.store(sa, sb);
 }
 
 // q8, two query rows at a time (decoding: the rows of one K/V head's query group): scalar sums in registers and
@@ -198,38 +184,15 @@ void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::siz
 __attribute__((noinline)) void rows_axpy_q8_2x4(const float* pa, const float* pb, std::size_t bk, const std::int8_t* v,
                                                 std::size_t ldv, const float* sc, std::size_t stride, bool with_alpha,
                                                 float al0, float al1, float* oa, float* ob) noexcept {
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-  if (with_alpha) {
-    a0 = oa[0] * al0;
-    a1 = oa[1] * al0;
-    a2 = oa[2] * al0;
-    a3 = oa[3] * al0;
-    b0 = ob[0] * al1;
-    b1 = ob[1] * al1;
-    b2 = ob[2] * al1;
-    b3 = ob[3] * al1;
-  }
+  Sums2x4 sums;
+  if (with_alpha) sums.scaled(oa, al0, ob, al1);
   for (std::size_t j = bk; j != 0; --j, v += ldv, sc += stride) {
     const float x = *pa++, y = *pb++, scale = *sc;
     const float w0 = scale * static_cast<float>(v[0]), w1 = scale * static_cast<float>(v[1]);
     const float w2 = scale * static_cast<float>(v[2]), w3 = scale * static_cast<float>(v[3]);
-    a0 = fmadd(x, w0, a0);
-    a1 = fmadd(x, w1, a1);
-    a2 = fmadd(x, w2, a2);
-    a3 = fmadd(x, w3, a3);
-    b0 = fmadd(y, w0, b0);
-    b1 = fmadd(y, w1, b1);
-    b2 = fmadd(y, w2, b2);
-    b3 = fmadd(y, w3, b3);
+    sums.add(x, y, w0, w1, w2, w3);
   }
-  ob[0] = b0;
-  ob[1] = b1;
-  ob[2] = b2;
-  ob[3] = b3;
-  oa[0] = a0;
-  oa[1] = a1;
-  oa[2] = a2;
-  oa[3] = a3;
+  sums.store(oa, ob);
 }
 // q8 P·V, two rows and four output columns at a time over the block's keys (the key's scale and p loaded once for
 // four columns), then the last columns one at a time: o[r][c] = o[r][c]·alpha[r] (or 0), then + p[r][j]·v̂[j][c] in

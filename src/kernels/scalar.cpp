@@ -523,27 +523,13 @@ __attribute__((noinline)) void rows_dot_2x4(const float* a, const float* b, cons
   const float* k1 = k + ldk;
   const float* k2 = k1 + ldk;
   const float* k3 = k2 + ldk;
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  Sums2x4 sums;
   for (std::size_t p = d; p != 0; --p) {
     const float x = *a++, y = *b++;
     const float w0 = *k0++, w1 = *k1++, w2 = *k2++, w3 = *k3++;
-    a0 = fmadd(x, w0, a0);
-    a1 = fmadd(x, w1, a1);
-    a2 = fmadd(x, w2, a2);
-    a3 = fmadd(x, w3, a3);
-    b0 = fmadd(y, w0, b0);
-    b1 = fmadd(y, w1, b1);
-    b2 = fmadd(y, w2, b2);
-    b3 = fmadd(y, w3, b3);
+    sums.add(x, y, w0, w1, w2, w3);
   }
-  sb[0] = b0;
-  sb[1] = b1;
-  sb[2] = b2;
-  sb[3] = b3;
-  sa[0] = a0;
-  sa[1] = a1;
-  sa[2] = a2;
-  sa[3] = a3;
+  sums.store(sa, sb);
 }
 }  // namespace
 
@@ -602,37 +588,14 @@ namespace {
 __attribute__((noinline)) void rows_axpy_2x4(const float* pa, const float* pb, std::size_t bk, const float* v,
                                              std::size_t ldv, bool with_alpha, float al0, float al1, float* oa,
                                              float* ob) noexcept {
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-  if (with_alpha) {
-    a0 = oa[0] * al0;
-    a1 = oa[1] * al0;
-    a2 = oa[2] * al0;
-    a3 = oa[3] * al0;
-    b0 = ob[0] * al1;
-    b1 = ob[1] * al1;
-    b2 = ob[2] * al1;
-    b3 = ob[3] * al1;
-  }
+  Sums2x4 sums;
+  if (with_alpha) sums.scaled(oa, al0, ob, al1);
   for (std::size_t j = bk; j != 0; --j, v += ldv) {
     const float x = *pa++, y = *pb++;
     const float w0 = v[0], w1 = v[1], w2 = v[2], w3 = v[3];
-    a0 = fmadd(x, w0, a0);
-    a1 = fmadd(x, w1, a1);
-    a2 = fmadd(x, w2, a2);
-    a3 = fmadd(x, w3, a3);
-    b0 = fmadd(y, w0, b0);
-    b1 = fmadd(y, w1, b1);
-    b2 = fmadd(y, w2, b2);
-    b3 = fmadd(y, w3, b3);
+    sums.add(x, y, w0, w1, w2, w3);
   }
-  ob[0] = b0;
-  ob[1] = b1;
-  ob[2] = b2;
-  ob[3] = b3;
-  oa[0] = a0;
-  oa[1] = a1;
-  oa[2] = a2;
-  oa[3] = a3;
+  sums.store(oa, ob);
 }
 }  // namespace
 

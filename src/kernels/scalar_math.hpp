@@ -86,5 +86,44 @@ MICROATTN_SCALAR_INLINE float exp2_nonpositive_float(float x) noexcept {
   return exp2_nonpositive_float_with(x, poly.c5, poly.c4, poly.c3, poly.c2, poly.c1, poly.c0);
 }
 
+// The eight sums of a decoding product's inner kernel (two rows × four keys or four columns: rows_dot_2x4 and
+// rows_axpy_2x4 in scalar.cpp, their q8 forms in cache_kernels.cpp), kept in registers.
+struct Sums2x4 {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+  // a_i = oa[i]·al0, b_i = ob[i]·al1 (P·V's rescaled output).
+  MICROATTN_SCALAR_INLINE void scaled(const float* oa, float al0, const float* ob, float al1) noexcept {
+    a0 = oa[0] * al0;
+    a1 = oa[1] * al0;
+    a2 = oa[2] * al0;
+    a3 = oa[3] * al0;
+    b0 = ob[0] * al1;
+    b1 = ob[1] * al1;
+    b2 = ob[2] * al1;
+    b3 = ob[3] * al1;
+  }
+  // a_i += x·w_i, b_i += y·w_i.
+  MICROATTN_SCALAR_INLINE void add(float x, float y, float w0, float w1, float w2, float w3) noexcept {
+    a0 = fmadd(x, w0, a0);
+    a1 = fmadd(x, w1, a1);
+    a2 = fmadd(x, w2, a2);
+    a3 = fmadd(x, w3, a3);
+    b0 = fmadd(y, w0, b0);
+    b1 = fmadd(y, w1, b1);
+    b2 = fmadd(y, w2, b2);
+    b3 = fmadd(y, w3, b3);
+  }
+  // b's to sb[0..3], then a's to sa[0..3]: sb may be sa (a last single row), whose a's land last.
+  MICROATTN_SCALAR_INLINE void store(float* sa, float* sb) const noexcept {
+    sb[0] = b0;
+    sb[1] = b1;
+    sb[2] = b2;
+    sb[3] = b3;
+    sa[0] = a0;
+    sa[1] = a1;
+    sa[2] = a2;
+    sa[3] = a3;
+  }
+};
+
 }  // namespace detail
 }  // namespace microattn
