@@ -315,7 +315,7 @@ void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, Laye
 // The checks, in the documented order (null pointers, shapes (the configuration's too), capacity, the mask,
 // overlaps), then K and V of the call's new rows. Out of line: its frame is not on the attention path's stack.
 // Quantized: an f16 / q8 cache (store_cache_new_rows), with its larger scratch.
-// Source: where the rows checked as query and context are read from (ViewRows, BlockSource).
+// Source: where the rows checked as query and context are read from (ViewSource, BlockSource).
 template <bool Quantized, class Source>
 __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp op,
                                                const MatrixView<const float>& query,
