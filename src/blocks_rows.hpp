@@ -31,6 +31,8 @@ struct BlockRows {
   const float* post_bias;
   float eps;
   float* buffer;
+  // Which input rows the buffer holds normalized (layers.cpp's BlockSource; a tile's output voids them).
+  mutable std::size_t held_first = 0, held_rows = 0;
 };
 // layer_run / layer_run_cache (forward or append) with a block's rows; the same checks, on x as query and context.
 Status layer_run_rows(const LayerParts& layer, LayerOp op, const BlockRows& rows,

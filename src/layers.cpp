@@ -169,24 +169,20 @@ void rotate(const Kernels& kern, const LayerConfig& config, std::size_t head_dim
   }
 }
 
-// Where a call reads its query and context rows and writes its output rows, a chunk of rows at a time (passed by
-// value: the views' source is empty, no frame grows for it):
-//   context_rows(context, r0, n, ld), query_rows(query, r0, n, ld)  input rows [r0, r0 + n), n <= chunk
-//   out(y, r0, ld)  where the output rows from r0 go (the layer writes a query tile there)
-//   done(r0, n)     after the layer has written output rows [r0, r0 + n)
+// Where a call reads its input rows (context rows to store, then query rows, from the same view: forward's
+// query and context are one view, append's too) and writes its output rows, a chunk at a time (passed by value:
+// the views' source is empty, no frame grows for it):
+//   rows(view, r0, n, ld)  input rows [r0, r0 + n), n <= chunk (row stride in ld)
+//   out(y, r0, ld)         where the output rows from r0 go (the layer writes a query tile there)
+//   done(r0, n)            after the layer has written output rows [r0, r0 + n)
 // ViewSource: the call's views (MultiHeadAttention), the whole call at once. BlockSource: a block's rows
 // (BlockRows, whose x and y the call's views are), normalized a query tile at a time into its buffer, so that a
 // block's scratch holds one tile of rows whatever MaxSeq is.
 struct ViewSource {
   static constexpr std::size_t chunk = size_max;
-  static const float* context_rows(const MatrixView<const float>& context, std::size_t r0, std::size_t,
-                                   std::size_t& ld) noexcept {
-    ld = context.stride;
-    return context.data + r0 * context.stride;
-  }
-  static const float* query_rows(const MatrixView<const float>& query, std::size_t r0, std::size_t,
-                                 std::size_t& ld) noexcept {
-    return context_rows(query, r0, 0, ld);
+  static const float* rows(const MatrixView<const float>& view, std::size_t r0, std::size_t, std::size_t& ld) noexcept {
+    ld = view.stride;
+    return view.data + r0 * view.stride;
   }
   static float* out(const MatrixView<float>& y, std::size_t r0, std::size_t& ld) noexcept {
     ld = y.stride;
@@ -199,13 +195,16 @@ struct BlockSource {
   const BlockRows* b;
   std::size_t d;
   static constexpr std::size_t chunk = layer_block_q;
-  const float* context_rows(const MatrixView<const float>&, std::size_t r0, std::size_t n,
-                            std::size_t& ld) const noexcept {
+  // The rows the buffer holds normalized are not normalized again: a call of at most one tile (decoding) stores its
+  // K/V and projects its Q from the same rows.
+  const float* rows(const MatrixView<const float>&, std::size_t r0, std::size_t n, std::size_t& ld) const noexcept {
     const float* x = b->x.data + r0 * b->x.stride;
     if (b->norm == RowNorm::none) {
       ld = b->x.stride;
       return x;
     }
+    ld = d;
+    if (b->held_first == r0 && b->held_rows == n) return b->buffer;
     for (std::size_t r = 0; r < n; ++r) {
       if (b->norm == RowNorm::rms) {
         rms_norm_row(x + r * b->x.stride, d, b->norm_weight, b->eps, b->buffer + r * d);
@@ -213,16 +212,14 @@ struct BlockSource {
         layer_norm_row(x + r * b->x.stride, d, b->norm_weight, b->norm_bias, b->eps, b->buffer + r * d);
       }
     }
-    ld = d;
+    b->held_first = r0;
+    b->held_rows = n;
     return b->buffer;
-  }
-  const float* query_rows(const MatrixView<const float>& query, std::size_t r0, std::size_t n,
-                          std::size_t& ld) const noexcept {
-    return context_rows(query, r0, n, ld);
   }
   float* out(const MatrixView<float>&, std::size_t, std::size_t& ld) const noexcept {
     ld = d;
-    return b->buffer;  // free again once the tile's Q is projected
+    b->held_rows = 0;  // the tile's Q is projected: its output overwrites the rows
+    return b->buffer;
   }
   // y = x + attention, or layer_norm(x + attention): the rows of x it reads are this tile's, read by nothing after.
   void done(std::size_t r0, std::size_t n) const noexcept {
@@ -302,7 +299,7 @@ void store_cache_new_rows(const LayerParts& layer, const LayerCache& cache, Laye
   for (std::size_t r0 = 0; r0 < rows; r0 += layer_block_q) {
     const std::size_t n = rows - r0 < layer_block_q ? rows - r0 : layer_block_q;
     std::size_t ld;
-    const float* src = source.context_rows(context, r0, n, ld);
+    const float* src = source.rows(context, r0, n, ld);
     project(layer, Projection::k, src, ld, n, k_tile, kv_dim);
     project(layer, Projection::v, src, ld, n, v_tile, kv_dim);
     rotate(kern, *layer.config, hd, shape.kv_heads, k_tile, kv_dim, n, q_position + r0);
@@ -391,7 +388,7 @@ __attribute__((noinline)) Status layer_prepare(const LayerParts& layer, LayerOp 
     for (std::size_t r0 = 0; r0 < rows; r0 += Source::chunk) {
       const std::size_t n = rows - r0 < Source::chunk ? rows - r0 : Source::chunk;
       std::size_t ld;
-      const float* src = source.context_rows(context, r0, n, ld);
+      const float* src = source.rows(context, r0, n, ld);
       project(layer, Projection::k, src, ld, n, k_new + r0 * kv_dim, kv_dim);
       project(layer, Projection::v, src, ld, n, v_new + r0 * kv_dim, kv_dim);
     }
@@ -441,7 +438,7 @@ __attribute__((noinline)) void layer_attend_tiles(const LayerParts& layer, Layer
   for (std::size_t i0 = 0; i0 < n_q; i0 += layer_block_q) {
     const std::size_t bq = n_q - i0 < layer_block_q ? n_q - i0 : layer_block_q;
     std::size_t ldq, ldy;
-    const float* const q_rows = source.query_rows(query, i0, bq, ldq);
+    const float* const q_rows = source.rows(query, i0, bq, ldq);
     project(layer, Projection::q, q_rows, ldq, bq, q_tile, d);
     float* const y_rows = source.out(y, i0, ldy);
     rotate(kern, *layer.config, hd, shape.heads, q_tile, d, bq, plan.q_position + i0);
