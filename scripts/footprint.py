@@ -78,12 +78,17 @@ BUDGETS = {
     # linear() is inline and picks its format's entry point: where the format is known at the call, the firmware
     # links no other format's kernels (mcu/linear_f32_probe: f32 only).
     "linear f32 caller, f16 and q8 text": 0,
+    # So do blocks: they pick their readers from the formats when constructed, and with constant weights only the
+    # formats used are referenced (mcu/block_f32_probe: an encoder and a decoder block, f32 weights).
+    "block f32 caller, f16 and q8 text": 0,
     # Armv7E-M VCVTB/VCVTT, 4 rows: 1158 B measured on M7 (768 B before its 8-column asm steps: the 4-row step is 71
     # 32-bit instructions, the 1-row step 20, and the columns before and after them come in C); 1246 B with
     # linear()'s f16 entry point
     "linear f16 kernels text": 1280,
     # q8: the chunked quantization driver, absmax, runq.c's rounding, the chunk kernel, the float row path.
-    "linear q8 kernels text": 3200,  # 2904 B measured on M4; 3154 B with linear()'s q8 entry point and its table
+    # 2904 B measured on M4; 3154 B with linear()'s q8 entry point and its table; 3224 B once q8's dispatch is a
+    # function of its own (linear_q8_in, shared with the layers' and blocks' q8 entry): 70 B that were "common"
+    "linear q8 kernels text": 3328,
     # The firmware example (fp32 layers, no linear()) links none of linear()'s code, and its library text stays
     # what it was before linear() came in.
     # 13333 B on M4: the fp32 weight reader of layers (+132); 13 737 B with gemm's 1x8 row tile and the two-row
@@ -272,12 +277,17 @@ class CallGraph:
         return [t for t in self.frame if t.endswith(":" + symbol)]
 
 
-def address_taken_functions(objects, graph):
-    """Functions whose address the library stores in data (the kernel tables): targets of indirect calls."""
+def defined_functions(obj):
+    return {f.split()[-1] for f in run(TOOL + "nm", "--defined-only", obj).splitlines() if f.split()[1] in "tTwW"}
+
+
+def address_taken_functions(objects, graph, defined_in=None):
+    """Functions whose address the library stores in data (the kernel tables): targets of indirect calls. Those
+    defined in the same object, or in the objects `defined_in`."""
     targets = set()
+    elsewhere = set().union(*(defined_functions(o) for o in defined_in)) if defined_in is not None else None
     for obj in objects:
-        functions = {f.split()[-1] for f in run(TOOL + "nm", "--defined-only", obj).splitlines()
-                     if f.split()[1] in "tTwW"}
+        functions = defined_functions(obj) if elsewhere is None else elsewhere
         out = run(TOOL + "objdump", "-r", obj)
         for block in re.split(r"^RELOCATION RECORDS FOR \[", out, flags=re.M)[1:]:
             section = block.split("]", 1)[0]
@@ -339,6 +349,7 @@ def is_layers(name):
 # The functions that call through a layer's weight reader (LayerParts::reader, layers.cpp): their indirect calls may
 # also reach the readers' functions (the projections and weight checks of LayerWeights and LayerWeightMatrices).
 READER_CALLERS = re.compile(r"layer_(prepare|attend_tiles)\(")
+READER_LINEAR_CALLERS = re.compile(r"project_matrices\(")  # calls the reader's linear() entry
 
 
 def worst_stack(graph, indirect, external, title, path=()):
@@ -356,6 +367,8 @@ def worst_stack(graph, indirect, external, title, path=()):
             callees |= indirect[1] if calls_linear_table(origin) else indirect[0]
             if is_layers(origin) and READER_CALLERS.search(graph.name.get(title, "")):
                 callees |= indirect[2]
+            if is_layers(origin) and READER_LINEAR_CALLERS.search(graph.name.get(title, "")):
+                callees |= indirect[3]
         label = short_name(graph.name.get(title, title))
     elif title in frames:  # outside the library: from the disassembly
         own, callees, label = frames[title], calls[title], title + " (disassembly)"
@@ -403,8 +416,12 @@ def stack_report(build, probe):
                     graph.frame[title] = prologue
     library = [o for o in objects if "libmicroattn.a.p" in o]
     readers = address_taken_functions([o for o in library if is_layers(os.path.basename(o))], graph)
+    linear_objects = [o for o in library if is_linear(os.path.basename(o))]
+    # The readers' linear() entries (linear_checked and its per-format forms), defined in linear()'s objects.
+    reader_linear = address_taken_functions([o for o in library if is_layers(os.path.basename(o))], graph,
+                                            defined_in=linear_objects)
     indirect = (address_taken_functions([o for o in library if not is_linear(os.path.basename(o))], graph) - readers,
-                address_taken_functions([o for o in library if is_linear(os.path.basename(o))], graph), readers)
+                address_taken_functions(linear_objects, graph), readers, reader_linear)
     external = disassembly_frames(probe)
 
     def worst(label, pattern):
@@ -419,7 +436,7 @@ def stack_report(build, probe):
     # every reader (conservative, what the QEMU cross-check compares with), the ones below the fp32 reader alone.
     every_reader = indirect[2]
     fp32_readers = {t for t in every_reader if re.search(r"_f32\b", short_name(graph.name.get(t, t)))}
-    indirect = (indirect[0], indirect[1], fp32_readers)
+    indirect = (indirect[0], indirect[1], fp32_readers, indirect[3])
     layer_results = []
     for label, total, path in results:
         if label.startswith("MultiHeadAttention::"):
@@ -427,13 +444,14 @@ def stack_report(build, probe):
     results = [(label,) + worst(label, pattern) if label.startswith("MultiHeadAttention::") else (label, total, path)
                for label, total, path in results for pattern in [dict(ENTRY_POINTS)[label]]]
     results += layer_results
-    indirect = (indirect[0], indirect[1], every_reader)
+    indirect = (indirect[0], indirect[1], every_reader, indirect[3])
     wrappers = {}
     for m in re.finditer(r"^measured (\w+) (\d+)$", run_on_board(build, probe), re.M):
         wrappers[m.group(1)] = (worst(m.group(1), PROBE_WRAPPER.format(m.group(1)))[0], int(m.group(2)))
     if len(wrappers) != len(ENTRY_POINTS):
         raise ValueError(f"{probe} measured {len(wrappers)} calls, not {len(ENTRY_POINTS)}")
-    return results, sorted(short_name(graph.name.get(t, t)) for t in indirect[0] | indirect[1] | indirect[2]), corrected, wrappers
+    reached = indirect[0] | indirect[1] | indirect[2] | indirect[3]
+    return results, sorted(short_name(graph.name.get(t, t)) for t in reached), corrected, wrappers
 
 
 def run_on_board(build, program):
@@ -528,6 +546,11 @@ def main():
               ", ".join(f"{fmt} {size}" for fmt, size in only_f32.items()))
         figure(build, "linear() with f32 weights only: f16 and q8 text", only_f32["f16"] + only_f32["q8"],
                "linear f32 caller, f16 and q8 text")
+        blocks_f32 = linear_text_by_format(build, os.path.join(build, "mcu", "block_f32_probe"))
+        print("blocks with f32 weights only (block_f32_probe), text by format: " +
+              ", ".join(f"{fmt} {size}" for fmt, size in blocks_f32.items()))
+        figure(build, "blocks with f32 weights only: f16 and q8 text", blocks_f32["f16"] + blocks_f32["q8"],
+               "block f32 caller, f16 and q8 text")
 
         probe = os.path.join(build, "mcu", "footprint_probe")
         ram, kind = reference_layer_ram(probe)

@@ -245,7 +245,8 @@ microattn_status encoder_call(microattn_encoder_layer* layer, const microattn_cv
                                      l.feed_forward,
                                      ma::layer_scratch_floats(l.model_dim, l.heads),
                                      {ma::Format::f32, nullptr, nullptr, nullptr, nullptr},
-                                     &ma::detail::block_attention_f32};
+                                     &ma::detail::block_attention_f32,
+                                     &ma::detail::linear_checked};
   return c(ma::detail::encoder_run(parts, w, config, x, y, o));
 }
 
@@ -280,7 +281,8 @@ microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerO
                                      ma::layer_scratch_floats(l.model_dim, l.heads, f),
                                      {f, f32 ? nullptr : k, f32 ? nullptr : k + half * (f == ma::Format::f16 ? 2 : 1),
                                       f32 ? nullptr : l.cache, f32 ? nullptr : l.cache + scales},
-                                     f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache};
+                                     f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache,
+                                     &ma::detail::linear_checked};
   const ma::Status s = ma::detail::decoder_run(parts, op, w, l.config.rms_norm_eps, x, y, o);
   if (s == ma::Status::ok) {
     l.cached = state.cached;

@@ -52,11 +52,11 @@ Status block_check(const BlockParts& b, MatrixView<const float> x, MatrixView<fl
   return Status::ok;
 }
 
-// q8 weights quantize x into a workspace: the attention's part of the scratch when it is large enough (free while
-// the feed-forward runs), else linear's stack chunk.
-float* linear_workspace(const BlockParts& b) noexcept {
-  return b.attention_scratch * sizeof(float) >= linear_q8_workspace_bytes ? b.attention.scratch : nullptr;
-}
+// q8 weights quantize x into a workspace: the attention's part of the scratch, free while the feed-forward runs,
+// and large enough for every layer shape (it grows with the model and head dims).
+static_assert(layer_scratch_floats(1, 1) * sizeof(float) >= linear_q8_workspace_bytes,
+              "a block's attention scratch cannot hold linear()'s q8 chunk");
+float* linear_workspace(const BlockParts& b) noexcept { return b.attention.scratch; }
 
 }  // namespace
 
@@ -105,9 +105,9 @@ Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const Enco
       in = ar;
       ld_in = d;
     }
-    linear_checked(in, ld_in, m, w.linear1, w.linear1_bias, f, ff, ws);
+    b.ffn_linear(in, ld_in, m, w.linear1, w.linear1_bias, f, ff, ws);
     (void)activate_rows(MatrixView<float>{f, m, ff, ff}, c.activation);
-    linear_checked(f, ff, m, w.linear2, w.linear2_bias, ar, d, ws);
+    b.ffn_linear(f, ff, m, w.linear2, w.linear2_bias, ar, d, ws);
     for (std::size_t r = 0; r < m; ++r) {
       float* const row = yr + r * y.stride;
       for (std::size_t j = 0; j < d; ++j) ar[r * d + j] += row[j];
@@ -146,10 +146,10 @@ Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w
     const std::size_t m = n - r0 < block_ffn_rows ? n - r0 : block_ffn_rows;
     float* const yr = y.data + r0 * y.stride;
     for (std::size_t r = 0; r < m; ++r) rms_norm_row(yr + r * y.stride, d, w.ffn_norm, eps, ar + r * d);
-    linear_checked(ar, d, m, w.w1, nullptr, gate, hidden, ws);
-    linear_checked(ar, d, m, w.w3, nullptr, up, hidden, ws);
+    b.ffn_linear(ar, d, m, w.w1, nullptr, gate, hidden, ws);
+    b.ffn_linear(ar, d, m, w.w3, nullptr, up, hidden, ws);
     for (std::size_t i = 0; i < m * hidden; ++i) gate[i] = silu_float(gate[i]) * up[i];
-    linear_checked(gate, hidden, m, w.w2, nullptr, ar, d, ws);
+    b.ffn_linear(gate, hidden, m, w.w2, nullptr, ar, d, ws);
     for (std::size_t r = 0; r < m; ++r)
       for (std::size_t j = 0; j < d; ++j) yr[r * y.stride + j] += ar[r * d + j];
   }

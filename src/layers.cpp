@@ -56,6 +56,8 @@ struct LayerWeightReader {
   // dst (rows × the projection's outputs, stride ldd) = src (rows × model_dim, stride lds)·Wᵀ + bias.
   void (*project)(const LayerParts& layer, Projection p, const float* src, std::size_t lds, std::size_t rows,
                   float* dst, std::size_t ldd) noexcept;
+  // What project runs for weight matrices: a reader per format links that format's kernels only.
+  LinearChecked linear;
 };
 
 namespace {
@@ -111,7 +113,7 @@ void project_matrices(const LayerParts& layer, Projection p, const float* src, s
                                         : w.out_bias;
   // q8 quantizes src into the attention workspace, which no projection's input or output uses: the chunk stays
   // off the stack of the deepest path (1 KiB on Cortex-M).
-  linear_checked(src, lds, rows, m, b, dst, ldd, layer.scratch + 2 * layer_block_q * layer.shape.model_dim);
+  layer.reader->linear(src, lds, rows, m, b, dst, ldd, layer.scratch + 2 * layer_block_q * layer.shape.model_dim);
 }
 
 // The workspace holds q8's chunk for every head size (attention_workspace_floats grows with it).
@@ -508,8 +510,11 @@ unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t d, st
   return p;
 }
 
-const LayerWeightReader layer_weights_f32{check_f32, project_f32};
-const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices};
+const LayerWeightReader layer_weights_f32{check_f32, project_f32, nullptr};
+const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices, linear_checked};
+const LayerWeightReader layer_weight_matrices_f32{check_matrices, project_matrices, linear_checked_f32};
+const LayerWeightReader layer_weight_matrices_f16{check_matrices, project_matrices, linear_checked_f16};
+const LayerWeightReader layer_weight_matrices_q8{check_matrices, project_matrices, linear_checked_q8};
 
 bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
   // On θ's bits (one load): ±0 is no rope; [1, FLT_MAX] is one range, negative, NaN and inf lie outside it.

@@ -112,6 +112,19 @@ __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const Li
   }
 }
 
+// q8 with the chunk in `workspace` (linear_q8_workspace_bytes, float-aligned).
+void linear_q8_in(const LinearKernels& t, const LinearArgs& a, float* workspace) noexcept {
+  assert(a.group > 0 && (a.n * a.k) % a.group == 0);
+  if (a.k % a.group == 0 || a.group % a.k == 0) {
+    // The chunk 64-byte aligned (as the kernels load it best), its scales after it.
+    auto* q = reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) &
+                                             ~static_cast<std::uintptr_t>(63));
+    run_q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes));
+  } else {
+    for (std::size_t i = 0; i < a.m; ++i) linear_q8_float_row(a, i);
+  }
+}
+
 // linear_run's cases; q8's chunk in `workspace` (linear_q8_workspace_bytes, float-aligned).
 void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a, float* workspace) noexcept {
   assert(a.m > 0 && a.n > 0 && a.k > 0);
@@ -123,15 +136,7 @@ void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a,
       t.f16(a);
       return;
     case Format::q8:
-      assert(a.group > 0 && (a.n * a.k) % a.group == 0);
-      if (a.k % a.group == 0 || a.group % a.k == 0) {
-        // The chunk 64-byte aligned (as the kernels load it best), its scales after it.
-        auto* q = reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) &
-                                                 ~static_cast<std::uintptr_t>(63));
-        run_q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes));
-      } else {
-        for (std::size_t i = 0; i < a.m; ++i) linear_q8_float_row(a, i);
-      }
+      linear_q8_in(t, a, workspace);
       return;
   }
 }
@@ -160,7 +165,25 @@ void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noex
 
 void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
                     std::size_t ldy, float* workspace) noexcept {
+  assert(workspace != nullptr);
   linear_dispatch(selected_linear_kernels(), w.format, linear_args(x, ldx, m, w, bias, y, ldy), workspace);
+}
+// The per-format forms reach what linear()'s entry points of the same format reach (the same kernels, so the
+// same floats).
+void linear_checked_f32(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                        float* y, std::size_t ldy, float*) noexcept {
+  assert(w.format == Format::f32);
+  linear_f32_gemm(linear_args(x, ldx, m, w, bias, y, ldy));
+}
+void linear_checked_f16(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                        float* y, std::size_t ldy, float*) noexcept {
+  assert(w.format == Format::f16);
+  selected_linear_f16()(linear_args(x, ldx, m, w, bias, y, ldy));
+}
+void linear_checked_q8(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                       float* y, std::size_t ldy, float* workspace) noexcept {
+  assert(w.format == Format::q8 && workspace != nullptr);
+  linear_q8_in(selected_linear_q8_kernels(), linear_args(x, ldx, m, w, bias, y, ldy), workspace);
 }
 
 unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,

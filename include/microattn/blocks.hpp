@@ -152,14 +152,25 @@ class TransformerEncoderLayer {
   static constexpr std::size_t buffer_floats = cache_floats + (OwnsScratch ? scratch_floats : 0);
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
-  explicit TransformerEncoderLayer(const EncoderLayerWeights& w, const EncoderLayerConfig& c = {}) noexcept
-      : weights_(w), config_(c), state_{0, 0}, scratch_(nullptr) {
+  [[gnu::always_inline]] explicit TransformerEncoderLayer(const EncoderLayerWeights& w,
+                                                          const EncoderLayerConfig& c = {}) noexcept
+      : weights_(w),
+        reader_(detail::matrices_reader(w.self_attn)),
+        ffn_linear_(ffn_linear(w)),
+        config_(c),
+        state_{0, 0},
+        scratch_(nullptr) {
     static_assert(OwnsScratch, "TransformerEncoderLayerSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   template <std::size_t Floats>
-  TransformerEncoderLayer(const EncoderLayerWeights& w, LayerScratch<Floats>& scratch,
-                          const EncoderLayerConfig& c = {}) noexcept
-      : weights_(w), config_(c), state_{0, 0}, scratch_(scratch.data) {
+  [[gnu::always_inline]] TransformerEncoderLayer(const EncoderLayerWeights& w, LayerScratch<Floats>& scratch,
+                                                 const EncoderLayerConfig& c = {}) noexcept
+      : weights_(w),
+        reader_(detail::matrices_reader(w.self_attn)),
+        ffn_linear_(ffn_linear(w)),
+        config_(c),
+        state_{0, 0},
+        scratch_(scratch.data) {
     static_assert(!OwnsScratch, "a TransformerEncoderLayer owns its scratch: use TransformerEncoderLayerSharedScratch");
     static_assert(Floats >= scratch_floats, "LayerScratch too small: use encoder_layer_scratch_floats");
   }
@@ -171,10 +182,15 @@ class TransformerEncoderLayer {
   const EncoderLayerConfig& config() const noexcept { return config_; }
 
  private:
+  // The entries that read the weights, chosen once from their formats: where the weights are constants only that
+  // format's kernels are linked (a mix, or formats read at run time, link every format's).
+  [[gnu::always_inline]] static detail::LinearChecked ffn_linear(const EncoderLayerWeights& w) noexcept {
+    return detail::linear_for(detail::shared_format(w.linear1.format, w.linear2.format));
+  }
   detail::BlockParts parts() noexcept {
     return {{{MaxSeq, ModelDim, Heads, Heads, head_dim},
              &weights_.self_attn,
-             &detail::layer_weight_matrices,
+             reader_,
              &attention_config_,
              &state_,
              buffer_,
@@ -183,9 +199,12 @@ class TransformerEncoderLayer {
             FeedForward,
             layer_scratch_floats(ModelDim, Heads),
             {Format::f32, nullptr, nullptr, nullptr, nullptr},
-            &detail::block_attention_f32};
+            &detail::block_attention_f32,
+            ffn_linear_};
   }
   EncoderLayerWeights weights_;
+  const detail::LayerWeightReader* reader_;
+  detail::LinearChecked ffn_linear_;
   EncoderLayerConfig config_;
   LayerConfig attention_config_{};  // nn.TransformerEncoderLayer: no rope, no window
   detail::LayerState state_;
@@ -223,13 +242,26 @@ class DecoderLayer {
       (OwnsScratch ? scratch_floats : 0);
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
-  explicit DecoderLayer(const DecoderLayerWeights& w, const DecoderLayerConfig& c = {}) noexcept
-      : weights_(w), attention_weights_(attention_weights(w)), config_(c), state_{0, 0}, scratch_(nullptr) {
+  [[gnu::always_inline]] explicit DecoderLayer(const DecoderLayerWeights& w, const DecoderLayerConfig& c = {}) noexcept
+      : weights_(w),
+        attention_weights_(attention_weights(w)),
+        reader_(detail::matrices_reader(attention_weights(w))),
+        ffn_linear_(ffn_linear(w)),
+        config_(c),
+        state_{0, 0},
+        scratch_(nullptr) {
     static_assert(OwnsScratch, "DecoderLayerSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   template <std::size_t Floats>
-  DecoderLayer(const DecoderLayerWeights& w, LayerScratch<Floats>& scratch, const DecoderLayerConfig& c = {}) noexcept
-      : weights_(w), attention_weights_(attention_weights(w)), config_(c), state_{0, 0}, scratch_(scratch.data) {
+  [[gnu::always_inline]] DecoderLayer(const DecoderLayerWeights& w, LayerScratch<Floats>& scratch,
+                                      const DecoderLayerConfig& c = {}) noexcept
+      : weights_(w),
+        attention_weights_(attention_weights(w)),
+        reader_(detail::matrices_reader(attention_weights(w))),
+        ffn_linear_(ffn_linear(w)),
+        config_(c),
+        state_{0, 0},
+        scratch_(scratch.data) {
     static_assert(!OwnsScratch, "a DecoderLayer owns its scratch: use DecoderLayerSharedScratch");
     static_assert(Floats >= scratch_floats, "LayerScratch too small: use decoder_layer_scratch_floats");
   }
@@ -248,15 +280,19 @@ class DecoderLayer {
 
  private:
   // The attention's projections: a decoder's have no biases.
-  static LayerWeightMatrices attention_weights(const DecoderLayerWeights& w) noexcept {
+  [[gnu::always_inline]] static LayerWeightMatrices attention_weights(const DecoderLayerWeights& w) noexcept {
     return {w.wq, w.wk, w.wv, nullptr, nullptr, nullptr, w.wo, nullptr};
+  }
+  // As TransformerEncoderLayer's: one entry for the feed-forward's matrices, chosen from their formats.
+  [[gnu::always_inline]] static detail::LinearChecked ffn_linear(const DecoderLayerWeights& w) noexcept {
+    return detail::linear_for(detail::shared_format(w.w1.format, w.w2.format, w.w3.format));
   }
   detail::BlockParts parts() noexcept {
     constexpr bool f32 = Cache == Format::f32;
     unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);
     return {{{MaxSeq, ModelDim, Heads, KvHeads, head_dim},
              &attention_weights_,
-             &detail::layer_weight_matrices,
+             reader_,
              &config_.attention,
              &state_,
              f32 ? buffer_ : nullptr,
@@ -266,7 +302,8 @@ class DecoderLayer {
             layer_scratch_floats(ModelDim, Heads, Cache),
             {Cache, f32 ? nullptr : k, f32 ? nullptr : k + cache_floats / 2 * element_bytes,
              f32 ? nullptr : buffer_ + own_scratch, f32 ? nullptr : buffer_ + own_scratch + scale_floats},
-            f32 ? &detail::block_attention_f32 : &detail::block_attention_cache};
+            f32 ? &detail::block_attention_f32 : &detail::block_attention_cache,
+            ffn_linear_};
   }
   // f16/q8: buffer_ = [scratch (owned)] [K scales, V scales (q8)] [K] [V].
   static constexpr std::size_t own_scratch = Cache != Format::f32 && OwnsScratch ? scratch_floats : 0;
@@ -274,6 +311,8 @@ class DecoderLayer {
   static constexpr std::size_t element_bytes = Cache == Format::f16 ? 2 : 1;
   DecoderLayerWeights weights_;
   LayerWeightMatrices attention_weights_;
+  const detail::LayerWeightReader* reader_;
+  detail::LinearChecked ffn_linear_;
   DecoderLayerConfig config_;
   detail::LayerState state_;
   float* scratch_;

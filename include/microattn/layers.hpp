@@ -211,15 +211,16 @@ class MultiHeadAttention {
   //                  dividing rows·cols
   //   aliasing       y sharing a byte with any weight data, scales or bias
   // each in its place in the order of the calls' checks (null pointers, alignment, shapes, overlaps).
-  explicit MultiHeadAttention(const LayerWeightMatrices& weights, const LayerConfig& config = {}) noexcept
-      : weights_(weights), reader_(&detail::layer_weight_matrices), config_(config), state_{0, 0}, scratch_(nullptr) {
+  [[gnu::always_inline]] explicit MultiHeadAttention(const LayerWeightMatrices& weights,
+                                                     const LayerConfig& config = {}) noexcept
+      : weights_(weights), reader_(detail::matrices_reader(weights)), config_(config), state_{0, 0}, scratch_(nullptr) {
     static_assert(OwnsScratch, "MultiHeadAttentionSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   template <std::size_t Floats>
-  MultiHeadAttention(const LayerWeightMatrices& weights, LayerScratch<Floats>& scratch,
-                     const LayerConfig& config = {}) noexcept
+  [[gnu::always_inline]] MultiHeadAttention(const LayerWeightMatrices& weights, LayerScratch<Floats>& scratch,
+                                            const LayerConfig& config = {}) noexcept
       : weights_(weights),
-        reader_(&detail::layer_weight_matrices),
+        reader_(detail::matrices_reader(weights)),
         config_(config),
         state_{0, 0},
         scratch_(scratch.data) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "microattn/detail/layer_parts.hpp"
 #include "microattn/weights.hpp"
 
 namespace microattn {
@@ -153,12 +154,9 @@ inline const LinearKernels& selected_linear_kernels() noexcept {
 // linear() after its checks, with the kernels of table t (the tests run every table through it).
 void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept;
 
-// linear() after its checks, for entry points that check the weights themselves (weight_problems): x m × w.cols
-// (row stride ldx), y m × w.rows (ldy), bias w.rows floats or nullptr. q8 quantizes x into the `workspace` the caller
-// lends (linear_q8_workspace_bytes, float-aligned: a layer lends its scratch, keeping the chunk off its deep stack)
-// instead of on the stack as linear() does.
-void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
-                    std::size_t ldy, float* workspace) noexcept;
+// linear_checked and its per-format forms (detail/layer_parts.hpp) are linear() after its checks, for entry points
+// that check the weights themselves (weight_problems). q8 quantizes x into the `workspace` the caller lends (a layer
+// lends its scratch, keeping the chunk off its deep stack) instead of on the stack as linear() does.
 constexpr std::size_t linear_q8_workspace_bytes =
     64 + linear_q8_rows * linear_q8_chunk_bytes + linear_q8_rows * linear_q8_chunk_groups * sizeof(float);
 

@@ -25,11 +25,61 @@ struct LayerState {
   std::size_t cached;
   std::size_t position;
 };
+// linear() after the checks its caller made (weight_problems): x m × w.cols (row stride ldx), y m × w.rows (ldy),
+// bias w.rows floats or nullptr; q8 quantizes x in the `workspace` lent (linear_q8_workspace_bytes, float-aligned,
+// never nullptr). linear_checked takes every format; each of the others one format only, reaching only its kernels.
+using LinearChecked = void (*)(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                               float* y, std::size_t ldy, float* workspace) noexcept;
+void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
+                    std::size_t ldy, float* workspace) noexcept;
+void linear_checked_f32(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                        float* y, std::size_t ldy, float* workspace) noexcept;
+void linear_checked_f16(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                        float* y, std::size_t ldy, float* workspace) noexcept;
+void linear_checked_q8(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                       float* y, std::size_t ldy, float* workspace) noexcept;
+
+// The format all the given ones are, or 3 when they differ (or one is not a Format). Inline and without a loop
+// (-Os would not unroll one), so that where the weights are constants the layers' and blocks' constructors fold
+// it, and reference one format's code only.
+template <class... Rest>
+[[gnu::always_inline]] constexpr unsigned shared_format(Format first, Rest... rest) noexcept {
+  return ((rest == first) && ...) && static_cast<unsigned>(first) <= 2 ? static_cast<unsigned>(first) : 3;
+}
+[[gnu::always_inline]] inline LinearChecked linear_for(unsigned format) noexcept {
+  switch (format) {
+    case 0:
+      return linear_checked_f32;
+    case 1:
+      return linear_checked_f16;
+    case 2:
+      return linear_checked_q8;
+    default:
+      return linear_checked;
+  }
+}
+
 // How a layer reads its weights (layers.cpp): one reader for LayerWeights (fp32 only: a firmware that builds its
-// layers from LayerWeights links no f16/q8 kernel), one for LayerWeightMatrices (every format, linear()'s kernels).
+// layers from LayerWeights links no f16/q8 kernel); for LayerWeightMatrices one per format their projections share
+// (each links that format's kernels only) and one for a mix (every format's).
 struct LayerWeightReader;
 extern const LayerWeightReader layer_weights_f32;
 extern const LayerWeightReader layer_weight_matrices;
+extern const LayerWeightReader layer_weight_matrices_f32;
+extern const LayerWeightReader layer_weight_matrices_f16;
+extern const LayerWeightReader layer_weight_matrices_q8;
+[[gnu::always_inline]] inline const LayerWeightReader* matrices_reader(const LayerWeightMatrices& w) noexcept {
+  switch (shared_format(w.q.format, w.k.format, w.v.format, w.out.data != nullptr ? w.out.format : w.q.format)) {
+    case 0:
+      return &layer_weight_matrices_f32;
+    case 1:
+      return &layer_weight_matrices_f16;
+    case 2:
+      return &layer_weight_matrices_q8;
+    default:
+      return &layer_weight_matrices;
+  }
+}
 // The weight_problems bits (src/kernels/linear_kernels.hpp) of a layer's weight matrices for a call writing y:
 // its every call, and the C API's init (the cache and the scratch as y) run the same checks.
 unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t model_dim, std::size_t kv_dim,
