@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/linear_kernels.hpp"
@@ -289,6 +290,18 @@ TEST_P(LinearKernel, LongRowsAndManyRows) {
         c.w_offset = f == Format::q8 ? 3 : f == Format::f16 ? 4 + 2 * (m & 1) : 4;
         check_case(GetParam(), c, seed++);
       }
+}
+
+TEST_P(LinearKernel, F16OneRowOverLargeWeights) {
+  // m = 1 over weights of 4 MiB and more, which x86 reads one row after another (f16_sequential_bytes): n across
+  // the 8-row tiles, k with and without a tail vector, and a matrix just below the threshold.
+  std::uint32_t seed = 900;
+  for (const auto& [n, k] : std::vector<std::pair<std::size_t, std::size_t>>{{2051, 1031}, {8195, 257}, {2047, 1024}}) {
+    Case c{Format::f16, 1, n, k};
+    c.w_offset = 2 * (n % 4);
+    c.misalign = (n & 1) != 0;
+    check_case(GetParam(), c, seed++);
+  }
 }
 
 // q8 group layouts: (k, group, n). Groups dividing k (segments of 1 … 96, across the 16/32/64-byte vectors), group

@@ -142,13 +142,27 @@ struct F16Tail {
 // MR rows of x (from x, stride ldx) × NR weight rows (from w, dense k): y[i·ldy + j] = bias_j + Σ_c x_ic·w_jc.
 // With prefetch, each line of the next tile's rows is prefetched as this tile reaches it: rows of 2 KiB (k = 1024)
 // are too short for the hardware prefetcher to ramp up.
-template <int MR, int NR, bool Prefetch>
+// Sequential (one x row): each weight row walked whole before the next, the same sums in the same order, so that
+// W is read as one stream (the hardware prefetcher follows it; no software prefetch).
+template <int MR, int NR, bool Prefetch, bool Sequential = false>
 void f16_tile(const float* x, std::size_t ldx, const std::uint16_t* w, std::size_t k, const float* bias, float* y,
               std::size_t ldy) noexcept {
+  static_assert(!Sequential || MR == 1, "one x row");
   F16Acc acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = f16_zero();
   std::size_t c = 0;
+  if constexpr (Sequential) {
+    const F16Tail tail(k % f16_lanes);
+    for (int j = 0; j < NR; ++j) {
+      const std::uint16_t* wj = w + j * k;
+      std::size_t cj = 0;
+      for (; cj + f16_lanes <= k; cj += f16_lanes)
+        acc[0][j] = f16_fma(f16_load_x(x + cj), f16_load_w(wj + cj), acc[0][j]);
+      if (cj < k) acc[0][j] = f16_fma(tail.x(x + cj), tail.w(wj + cj), acc[0][j]);
+    }
+    c = k;
+  }
   for (; c + f16_lanes <= k; c += f16_lanes) {
     F16Acc xv[MR];
     for (int i = 0; i < MR; ++i) {
@@ -180,14 +194,20 @@ void f16_tile(const float* x, std::size_t ldx, const std::uint16_t* w, std::size
 }
 
 // One tile of MR x rows over all weight rows: NR at a time, the rest one by one.
-template <int MR, int NR>
+template <int MR, int NR, bool Sequential = false>
 void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
   const F16Rows t(a, i0);
   tile_rows<NR>(a.n, [&](std::size_t r, auto nr, auto prefetch) {
-    f16_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(t.x, a.ldx, t.w + r * a.k, a.k, t.bias_at(r), t.y + r,
-                                                                 a.ldy);
+    f16_tile<MR, decltype(nr)::value, decltype(prefetch)::value && !Sequential, Sequential>(
+        t.x, a.ldx, t.w + r * a.k, a.k, t.bias_at(r), t.y + r, a.ldy);
   });
 }
+
+// One x row over weights this large (a model's classifier; larger than most L3 slices hold for long) reads them as
+// one sequential stream: from DRAM, rows side by side (one stream each, 18 lines per row at k = 288) read at about
+// half the bandwidth of one stream on Zen 4, while from L2 and L3 (1024²) the side-by-side tile is faster.
+// Measured, not derived.
+constexpr std::size_t f16_sequential_bytes = std::size_t{4} << 20;
 
 void f16_x86(const LinearArgs& a) noexcept {
   std::size_t i = 0;
@@ -200,7 +220,12 @@ void f16_x86(const LinearArgs& a) noexcept {
   }
 #endif
   for (; i + 2 <= a.m; i += 2) f16_rows<2, 4>(a, i);
-  if (i < a.m) f16_rows<1, 8>(a, i);
+  if (i < a.m) {
+    if (a.n * a.k >= f16_sequential_bytes / sizeof(std::uint16_t))
+      f16_rows<1, 8, true>(a, i);
+    else
+      f16_rows<1, 8>(a, i);
+  }
 }
 
 // ---- q8 -------------------------------------------------------------------------------------------------------

@@ -333,9 +333,11 @@ void rows_dot_1xn_chunk_avx512(const float* q, std::size_t d, const float* k, st
 // With AVX-512, where the rows stream from DRAM (a model's classifier, 32000 × 288), that prefetch and a fourth
 // vector per row only cost load slots: two vectors per row and none reach the read bandwidth, and tie at 1024².
 // The elements before the first aligned vector and after the last whole one are one vector each, the products
-// outside them selected away. Four streams measured faster than eight (rows 4 KiB apart share L1 sets) and than
-// one (docs/benchmarks.md "Decoding: few queries, small-m matmul"). The S keys of a group share their alignment
-// only when ldk is a whole number of vectors; otherwise one at a time.
+// outside them selected away. AVX2: four streams measured faster than eight (rows 4 KiB apart share L1 sets) and
+// than one. AVX-512 reads one key after another, so that W is a single sequential stream: on a Zen 4 whose
+// prefetchers train per stream, four keys side by side (18 lines each at k = 288) read DRAM at under half the
+// bandwidth of one (docs/benchmarks.md). The S keys of a group share their alignment only when ldk is a whole
+// number of vectors; otherwise one at a time. Each key's sums are the same whatever S is.
 template <std::size_t U, std::size_t S>
 inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* q, std::size_t d, const float* k,
                                                                    std::size_t ldk, vfloat index,
@@ -393,7 +395,7 @@ inline __attribute__((always_inline)) void rows_dot_1xk_stream_x86(const float* 
 
 void rows_dot_1xn_stream_x86(const float* q, std::size_t d, const float* k, std::size_t ldk, std::size_t bk,
                              float* s) noexcept {
-  constexpr std::size_t S = 4;
+  constexpr std::size_t S = XSIMD_WITH_AVX512F ? 1 : 4;
   constexpr std::size_t U = 2;  // S·U accumulators
   static_assert(lanes <= 16 && lanes % S == 0, "the lane indices below; whole groups in a vector of keys");
   alignas(64) static constexpr float lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
