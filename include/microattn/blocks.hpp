@@ -154,23 +154,13 @@ class TransformerEncoderLayer {
 
   [[gnu::always_inline]] explicit TransformerEncoderLayer(const EncoderLayerWeights& w,
                                                           const EncoderLayerConfig& c = {}) noexcept
-      : weights_(w),
-        reader_(detail::matrices_reader(w.self_attn)),
-        ffn_linear_(ffn_linear(w)),
-        config_(c),
-        state_{0, 0},
-        scratch_(nullptr) {
+      : TransformerEncoderLayer(Init{}, w, c, nullptr) {
     static_assert(OwnsScratch, "TransformerEncoderLayerSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   template <std::size_t Floats>
   [[gnu::always_inline]] TransformerEncoderLayer(const EncoderLayerWeights& w, LayerScratch<Floats>& scratch,
                                                  const EncoderLayerConfig& c = {}) noexcept
-      : weights_(w),
-        reader_(detail::matrices_reader(w.self_attn)),
-        ffn_linear_(ffn_linear(w)),
-        config_(c),
-        state_{0, 0},
-        scratch_(scratch.data) {
+      : TransformerEncoderLayer(Init{}, w, c, scratch.data) {
     static_assert(!OwnsScratch, "a TransformerEncoderLayer owns its scratch: use TransformerEncoderLayerSharedScratch");
     static_assert(Floats >= scratch_floats, "LayerScratch too small: use encoder_layer_scratch_floats");
   }
@@ -187,6 +177,15 @@ class TransformerEncoderLayer {
   [[gnu::always_inline]] static detail::LinearChecked ffn_linear(const EncoderLayerWeights& w) noexcept {
     return detail::linear_for(detail::shared_format(w.linear1.format, w.linear2.format));
   }
+  struct Init {};  // the constructors' shared part; scratch: nullptr when owned
+  [[gnu::always_inline]] TransformerEncoderLayer(Init, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
+                                                 float* scratch) noexcept
+      : weights_(w),
+        reader_(detail::matrices_reader(w.self_attn)),
+        ffn_linear_(ffn_linear(w)),
+        config_(c),
+        state_{0, 0},
+        scratch_(scratch) {}
   detail::BlockParts parts() noexcept {
     return {{{MaxSeq, ModelDim, Heads, Heads, head_dim},
              &weights_.self_attn,
@@ -243,25 +242,13 @@ class DecoderLayer {
   static constexpr std::size_t ram_bytes = buffer_floats * sizeof(float);
 
   [[gnu::always_inline]] explicit DecoderLayer(const DecoderLayerWeights& w, const DecoderLayerConfig& c = {}) noexcept
-      : weights_(w),
-        attention_weights_(attention_weights(w)),
-        reader_(detail::matrices_reader(attention_weights(w))),
-        ffn_linear_(ffn_linear(w)),
-        config_(c),
-        state_{0, 0},
-        scratch_(nullptr) {
+      : DecoderLayer(Init{}, w, c, nullptr) {
     static_assert(OwnsScratch, "DecoderLayerSharedScratch needs a LayerScratch: (weights, scratch, config)");
   }
   template <std::size_t Floats>
   [[gnu::always_inline]] DecoderLayer(const DecoderLayerWeights& w, LayerScratch<Floats>& scratch,
                                       const DecoderLayerConfig& c = {}) noexcept
-      : weights_(w),
-        attention_weights_(attention_weights(w)),
-        reader_(detail::matrices_reader(attention_weights(w))),
-        ffn_linear_(ffn_linear(w)),
-        config_(c),
-        state_{0, 0},
-        scratch_(scratch.data) {
+      : DecoderLayer(Init{}, w, c, scratch.data) {
     static_assert(!OwnsScratch, "a DecoderLayer owns its scratch: use DecoderLayerSharedScratch");
     static_assert(Floats >= scratch_floats, "LayerScratch too small: use decoder_layer_scratch_floats");
   }
@@ -287,6 +274,16 @@ class DecoderLayer {
   [[gnu::always_inline]] static detail::LinearChecked ffn_linear(const DecoderLayerWeights& w) noexcept {
     return detail::linear_for(detail::shared_format(w.w1.format, w.w2.format, w.w3.format));
   }
+  struct Init {};  // as TransformerEncoderLayer's
+  [[gnu::always_inline]] DecoderLayer(Init, const DecoderLayerWeights& w, const DecoderLayerConfig& c,
+                                      float* scratch) noexcept
+      : weights_(w),
+        attention_weights_(attention_weights(w)),
+        reader_(detail::matrices_reader(attention_weights(w))),
+        ffn_linear_(ffn_linear(w)),
+        config_(c),
+        state_{0, 0},
+        scratch_(scratch) {}
   detail::BlockParts parts() noexcept {
     constexpr bool f32 = Cache == Format::f32;
     unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);
