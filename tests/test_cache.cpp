@@ -433,7 +433,7 @@ TEST_P(CacheFused, NonFiniteValues) {
   std::uint32_t seed = 7;
   for (ma::Format f : {ma::Format::f16, ma::Format::q8})
     for (int poison : {1, 2, 3})
-      for (std::size_t d : {5u, 16u, 33u})
+      for (std::size_t d : {5u, 8u, 16u, 33u})
         for (std::size_t nr : {1u, 4u, 9u}) {
           check_fused(*GetParam(), {f, nr, 40, d, poison}, seed++);
           if (HasFatalFailure()) return;

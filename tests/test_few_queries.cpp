@@ -239,11 +239,12 @@ TEST_P(RowKernels, DotAndAxpyAgainstDouble) {
   const ma::detail::Kernels& kern = *GetParam();
   std::uint32_t seed = 800;
 #if MICROATTN_TEST_EMULATED
-  const std::vector<std::size_t> rows{1, 3, 8, 9}, inners{1, 17, 78, 257}, widths{1, 33, 78, 130};
+  const std::vector<std::size_t> rows{1, 2, 3, 8, 9}, inners{1, 8, 17, 78, 257}, widths{1, 8, 33, 78, 130};
 #else
-  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 8, 9, 13}, inners{1, 3, 16, 17, 64, 78, 255, 257, 600},
-      widths{1, 7, 16, 33, 64, 78, 130, 300};
+  const std::vector<std::size_t> rows{1, 2, 3, 4, 5, 8, 9, 13}, inners{1, 3, 8, 16, 17, 64, 78, 255, 257, 600},
+      widths{1, 7, 8, 16, 33, 64, 78, 130, 300};
 #endif
+  // 8: a head dim of 8, the Cortex-M asm kernels (q or o held in registers, one or two rows).
   // 78 = 19 vectors + 2: the NEON row kernels' last chunk of q (16 + 3 on AArch64, 8 + 8 + 3 on ARMv7) and last
   // column tile short of a whole one, two keys past a group of four, two columns short of a vector.
   for (std::size_t nr : rows)
@@ -323,7 +324,7 @@ TEST_P(RowKernels, OnlineSoftmaxStepAgainstDouble) {
   // rows_softmax over two successive blocks (m, l, alpha carried), row counts across a vector of rows, block
   // lengths across the vector and tail edges: m = max, alpha = 2^(m_old − m_new), p = 2^(s − m_new),
   // l = l·alpha + Σp. Hidden keys (−inf) in some rows, a row hidden in the first block only, one hidden in both
-  // (m stays −inf, l 0, its probabilities 0).
+  // (m stays −inf, l 0, its probabilities 0), a finite score far below the rest.
   const ma::detail::Kernels& kern = *GetParam();
   std::uint32_t seed = 1000;
 #if MICROATTN_TEST_EMULATED
@@ -346,6 +347,7 @@ TEST_P(RowKernels, OnlineSoftmaxStepAgainstDouble) {
             for (std::size_t j = 0; j < bk; ++j) s.at(r, j) = -inf;
           if (r % 3 == 2 && block == 1)  // a larger maximum in the second block: the first one's sum rescales
             s.at(r, bk / 2) = 9.0f;
+          if (r % 5 == 3) s.at(r, bk - 1) = -300.0f;  // finite, far below the clamp of 2^x: exactly 0
         }
         const Guarded before = s;
         kern.rows_softmax(s.data(), s.stride(), nr, bk, m.data(), l.data(), alpha.data());

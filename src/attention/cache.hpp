@@ -41,7 +41,7 @@ struct CacheRun {
     m = o + (nr < 2 ? 2 : nr) * d_v;
     s = m + 4 * nr;
     const std::size_t rest = avail - nr * (d_k + d_v + 4) - (nr < 2 ? d_v : 0);
-    bw = target_is_mcu ? bc : attention_block_q * bc / nr / bc * bc;
+    bw = attention_block_q * bc / nr / bc * bc;
     if (nr * bw + quarter * kv > rest) bw = rest > quarter * kv ? (rest - quarter * kv) / nr : 1;
     ch = (rest - nr * bw) / kv;
     if (ch > bw) ch = bw;

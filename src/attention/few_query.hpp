@@ -120,8 +120,8 @@ struct FewQueryRun {
     const KeyRange any = pass_start(qh, options, n_kv, d_v, q_factor, r0, nr, qs, o, m, l());
     // The score buffer holds rows_max × bc floats: fewer rows take wider key blocks (1 row: rows_max·bc keys), so
     // the per-block costs (a softmax step's reductions and rescale, the calls) are paid less often; K and V are
-    // streamed once either way. Cortex-M keeps bc (its instruction counts are budgeted).
-    const std::size_t bw = target_is_mcu ? bc : attention_block_q * bc / nr / bc * bc;
+    // streamed once either way.
+    const std::size_t bw = attention_block_q * bc / nr / bc * bc;
     for (std::size_t j0 = any.lo; j0 < any.hi; j0 += bw) {
       const std::size_t bk = min_size(bw, any.hi - j0);
       kern.rows_dot(qs, d_k, nr, d_k, k.data + j0 * k.stride, k.stride, bk, s, bw);

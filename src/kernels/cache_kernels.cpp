@@ -124,6 +124,231 @@ inline float row_scale(const float* scales, std::size_t j, std::size_t stride) n
 // each key's element converted once for up to four query rows; P·V over columns [c0, d_v) only, so the vector
 // tables finish with it from where their vectors stopped.
 
+#if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && \
+    (__ARM_FP & 4) && defined(__FP_FAST_FMAF)
+#define MICROATTN_Q8_ROWS_D8_ASM 1
+// A head dim of 8 on Cortex-M, as the f32 row kernels in scalar.cpp: the two rows of q, or of o, stay in s0–s15 for
+// a whole block; each stored row is 8 LDRSB, 4 VMOV (two core registers to two floats), 8 VCVT and 8 multiplies by
+// its scale, then one fused multiply-add per term: 3.2 instructions per multiply-add where the 2x4 kernels below
+// take 4.4. The operations of the C kernels in their order: the same floats. Of the callee-saved registers only
+// s16–s20 are used (24 bytes of stack). A single row passes itself as both rows.
+constexpr std::size_t q8_rows_d8 = 8;
+
+// s_a[j] = q_a·k̂_j and s_b[j] = q_b·k̂_j for n >= 1 keys (row j at k + j·ldk, scale sc[j·stride]; s_b may be s_a
+// when q_b is q_a).
+__attribute__((noinline)) void rows_dot_q8_2xn_d8(const float* qa, const float* qb, const std::int8_t* k,
+                                                  std::size_t ldk, const float* sc, std::size_t stride, std::size_t n,
+                                                  float* sa, float* sb) noexcept {
+  const std::size_t sc_step = stride * sizeof(float);
+  std::int32_t t0, t1;
+  asm volatile(
+      "vldmia %[qa], {s0-s7}\n\t"
+      "vldmia %[qb], {s8-s15}\n\t"
+      "1:\n\t"
+      "vldr s16, [%[sc]]\n\t"
+      "add %[sc], %[sc], %[sc_step]\n\t"
+      "ldrsb %[t0], [%[k], #0]\n\t"
+      "ldrsb %[t1], [%[k], #1]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vmul.f32 s19, s0, s17\n\t"
+      "vmul.f32 s20, s8, s17\n\t"
+      "vfma.f32 s19, s1, s18\n\t"
+      "vfma.f32 s20, s9, s18\n\t"
+      "ldrsb %[t0], [%[k], #2]\n\t"
+      "ldrsb %[t1], [%[k], #3]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s19, s2, s17\n\t"
+      "vfma.f32 s20, s10, s17\n\t"
+      "vfma.f32 s19, s3, s18\n\t"
+      "vfma.f32 s20, s11, s18\n\t"
+      "ldrsb %[t0], [%[k], #4]\n\t"
+      "ldrsb %[t1], [%[k], #5]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s19, s4, s17\n\t"
+      "vfma.f32 s20, s12, s17\n\t"
+      "vfma.f32 s19, s5, s18\n\t"
+      "vfma.f32 s20, s13, s18\n\t"
+      "ldrsb %[t0], [%[k], #6]\n\t"
+      "ldrsb %[t1], [%[k], #7]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s19, s6, s17\n\t"
+      "vfma.f32 s20, s14, s17\n\t"
+      "vfma.f32 s19, s7, s18\n\t"
+      "vfma.f32 s20, s15, s18\n\t"
+      "add %[k], %[k], %[step]\n\t"
+      "vstmia %[sa]!, {s19}\n\t"
+      "vstmia %[sb]!, {s20}\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b"
+      : [k] "+r"(k), [sc] "+r"(sc), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
+      : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(ldk), [sc_step] "r"(sc_step)
+      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
+        "s17", "s18", "s19", "s20", "cc", "memory");
+}
+
+// o_a = o_a·alpha_a + Σ_j p_a[j]·v̂_j over n >= 1 stored rows (row j at v + j·ldv, scale sc[j·stride]; alpha_a,
+// alpha_b null: Σ_j alone, its first term a product), and the same for b (o_b may be o_a: a's sums land last).
+__attribute__((noinline)) void rows_axpy_q8_2xn_d8(const float* pa, const float* pb, std::size_t n,
+                                                   const std::int8_t* v, std::size_t ldv, const float* sc,
+                                                   std::size_t stride, const float* alpha_a, const float* alpha_b,
+                                                   float* oa, float* ob) noexcept {
+  const std::size_t sc_step = stride * sizeof(float);
+  // The alphas' addresses in the two registers that later take the stored values (thirteen would not fit).
+  std::intptr_t t0 = reinterpret_cast<std::intptr_t>(alpha_a), t1 = reinterpret_cast<std::intptr_t>(alpha_b);
+  asm volatile(
+      "cmp %[t0], #0\n\t"
+      "beq 3f\n\t"
+      "vldmia %[oa], {s0-s7}\n\t"
+      "vldmia %[ob], {s8-s15}\n\t"
+      "vldr s19, [%[t0]]\n\t"
+      "vldr s20, [%[t1]]\n\t"
+      "vmul.f32 s0, s0, s19\n\t"
+      "vmul.f32 s1, s1, s19\n\t"
+      "vmul.f32 s2, s2, s19\n\t"
+      "vmul.f32 s3, s3, s19\n\t"
+      "vmul.f32 s4, s4, s19\n\t"
+      "vmul.f32 s5, s5, s19\n\t"
+      "vmul.f32 s6, s6, s19\n\t"
+      "vmul.f32 s7, s7, s19\n\t"
+      "vmul.f32 s8, s8, s20\n\t"
+      "vmul.f32 s9, s9, s20\n\t"
+      "vmul.f32 s10, s10, s20\n\t"
+      "vmul.f32 s11, s11, s20\n\t"
+      "vmul.f32 s12, s12, s20\n\t"
+      "vmul.f32 s13, s13, s20\n\t"
+      "vmul.f32 s14, s14, s20\n\t"
+      "vmul.f32 s15, s15, s20\n\t"
+      "b 1f\n\t"
+      "3:\n\t"
+      "vldr s16, [%[sc]]\n\t"
+      "add %[sc], %[sc], %[sc_step]\n\t"
+      "vldmia %[pa]!, {s19}\n\t"
+      "vldmia %[pb]!, {s20}\n\t"
+      "ldrsb %[t0], [%[v], #0]\n\t"
+      "ldrsb %[t1], [%[v], #1]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vmul.f32 s0, s19, s17\n\t"
+      "vmul.f32 s8, s20, s17\n\t"
+      "vmul.f32 s1, s19, s18\n\t"
+      "vmul.f32 s9, s20, s18\n\t"
+      "ldrsb %[t0], [%[v], #2]\n\t"
+      "ldrsb %[t1], [%[v], #3]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vmul.f32 s2, s19, s17\n\t"
+      "vmul.f32 s10, s20, s17\n\t"
+      "vmul.f32 s3, s19, s18\n\t"
+      "vmul.f32 s11, s20, s18\n\t"
+      "ldrsb %[t0], [%[v], #4]\n\t"
+      "ldrsb %[t1], [%[v], #5]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vmul.f32 s4, s19, s17\n\t"
+      "vmul.f32 s12, s20, s17\n\t"
+      "vmul.f32 s5, s19, s18\n\t"
+      "vmul.f32 s13, s20, s18\n\t"
+      "ldrsb %[t0], [%[v], #6]\n\t"
+      "ldrsb %[t1], [%[v], #7]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vmul.f32 s6, s19, s17\n\t"
+      "vmul.f32 s14, s20, s17\n\t"
+      "vmul.f32 s7, s19, s18\n\t"
+      "vmul.f32 s15, s20, s18\n\t"
+      "add %[v], %[v], %[step]\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "beq 2f\n\t"
+      "1:\n\t"
+      "vldr s16, [%[sc]]\n\t"
+      "add %[sc], %[sc], %[sc_step]\n\t"
+      "vldmia %[pa]!, {s19}\n\t"
+      "vldmia %[pb]!, {s20}\n\t"
+      "ldrsb %[t0], [%[v], #0]\n\t"
+      "ldrsb %[t1], [%[v], #1]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s0, s19, s17\n\t"
+      "vfma.f32 s8, s20, s17\n\t"
+      "vfma.f32 s1, s19, s18\n\t"
+      "vfma.f32 s9, s20, s18\n\t"
+      "ldrsb %[t0], [%[v], #2]\n\t"
+      "ldrsb %[t1], [%[v], #3]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s2, s19, s17\n\t"
+      "vfma.f32 s10, s20, s17\n\t"
+      "vfma.f32 s3, s19, s18\n\t"
+      "vfma.f32 s11, s20, s18\n\t"
+      "ldrsb %[t0], [%[v], #4]\n\t"
+      "ldrsb %[t1], [%[v], #5]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s4, s19, s17\n\t"
+      "vfma.f32 s12, s20, s17\n\t"
+      "vfma.f32 s5, s19, s18\n\t"
+      "vfma.f32 s13, s20, s18\n\t"
+      "ldrsb %[t0], [%[v], #6]\n\t"
+      "ldrsb %[t1], [%[v], #7]\n\t"
+      "vmov s17, s18, %[t0], %[t1]\n\t"
+      "vcvt.f32.s32 s17, s17\n\t"
+      "vcvt.f32.s32 s18, s18\n\t"
+      "vmul.f32 s17, s16, s17\n\t"
+      "vmul.f32 s18, s16, s18\n\t"
+      "vfma.f32 s6, s19, s17\n\t"
+      "vfma.f32 s14, s20, s17\n\t"
+      "vfma.f32 s7, s19, s18\n\t"
+      "vfma.f32 s15, s20, s18\n\t"
+      "add %[v], %[v], %[step]\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      "2:\n\t"
+      "vstmia %[ob], {s8-s15}\n\t"
+      "vstmia %[oa], {s0-s7}"
+      : [v] "+r"(v), [sc] "+r"(sc), [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(n), [t0] "+r"(t0), [t1] "+r"(t1)
+      : [oa] "r"(oa), [ob] "r"(ob), [step] "r"(ldv), [sc_step] "r"(sc_step)
+      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
+        "s17", "s18", "s19", "s20", "cc", "memory");
+}
+#endif
+
 // Scores of query rows a and b against four stored q8 keys k, k + ldk, … with scales sc[0], sc[stride], …: b's to
 // sb[0..3], then a's to sa[0..3] (sb may be sa). Out of line so that its loop's pointers stay in registers (inlined,
 // GCC at -Os spilled them).
@@ -157,6 +382,12 @@ void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::siz
     const float* const q1 = two ? q0 + ldq : q0;
     float* s0 = s + r0 * lds;
     float* s1 = two ? s0 + lds : s0;
+#if MICROATTN_Q8_ROWS_D8_ASM
+    if (d == q8_rows_d8 && bk != 0) {
+      rows_dot_q8_2xn_d8(q0, q1, k, ldk, scales, scale_stride, bk, s0, s1);
+      continue;
+    }
+#endif
     const std::int8_t* kj = k;
     const float* sc = scales;
     std::size_t j = bk;
@@ -207,6 +438,13 @@ void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::si
     float* const o0 = o + r0 * ldo;
     float* const o1 = o + r1 * ldo;
     const float al0 = alpha != nullptr ? alpha[r0] : 0.0f, al1 = alpha != nullptr ? alpha[r1] : 0.0f;
+#if MICROATTN_Q8_ROWS_D8_ASM
+    if (c0 == 0 && d_v == q8_rows_d8 && bk != 0) {
+      rows_axpy_q8_2xn_d8(p0, p1, bk, v, ldv, scales, scale_stride, alpha != nullptr ? alpha + r0 : nullptr,
+                          alpha != nullptr ? alpha + r1 : nullptr, o0, o1);
+      continue;
+    }
+#endif
     std::size_t c = c0;
     for (; c + 4 <= d_v; c += 4)
       rows_axpy_q8_2x4(p0, p1, bk, v + c, ldv, scales, scale_stride, alpha != nullptr, al0, al1, o0 + c, o1 + c);

@@ -321,8 +321,8 @@ void attn_scores_scalar(const float* qt, std::size_t d_k, const float* k, std::s
 // or literal loads).
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
 constexpr Poly6 exp2_poly = exp2_constants::poly;
-constexpr float exp2_addends[12] = {exp2_poly.c5, exp2_poly.c4, exp2_poly.c3, exp2_poly.c2, exp2_poly.c1, exp2_poly.c0,
-                                    exp2_poly.c5, exp2_poly.c4, exp2_poly.c3, exp2_poly.c2, exp2_poly.c1, exp2_poly.c0};
+constexpr float exp2_addends[12] = {exp2_poly.c5, exp2_poly.c5, exp2_poly.c4, exp2_poly.c4, exp2_poly.c3, exp2_poly.c3,
+                                    exp2_poly.c2, exp2_poly.c2, exp2_poly.c1, exp2_poly.c1, exp2_poly.c0, exp2_poly.c0};
 #endif
 
 __attribute__((noinline)) void attn_softmax_nx2_scalar(float* __restrict x, std::size_t bk, float u0, float u1,
@@ -330,12 +330,12 @@ __attribute__((noinline)) void attn_softmax_nx2_scalar(float* __restrict x, std:
   float s0 = 0.0f, s1 = 0.0f;
   if (std::size_t j = bk) do {  // tested at the bottom
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
-      register float a5 asm("s16"), a4 asm("s17"), a3 asm("s18"), a2 asm("s19"), a1 asm("s20"), a0 asm("s21");
-      register float b5 asm("s22"), b4 asm("s23"), b3 asm("s24"), b2 asm("s25"), b1 asm("s26"), b0 asm("s27");
+      register float a5 asm("s16"), a4 asm("s18"), a3 asm("s20"), a2 asm("s22"), a1 asm("s24"), a0 asm("s26");
+      register float b5 asm("s17"), b4 asm("s19"), b3 asm("s21"), b2 asm("s23"), b1 asm("s25"), b0 asm("s27");
       // volatile: reloaded every pair, not hoisted out of the loop (that would bring the copies back)
-      asm volatile("vldmia %12, {s16-s27}"
-                   : "=t"(a5), "=t"(a4), "=t"(a3), "=t"(a2), "=t"(a1), "=t"(a0), "=t"(b5), "=t"(b4), "=t"(b3), "=t"(b2),
-                     "=t"(b1), "=t"(b0)
+      asm volatile("vldmia %12, {s16-s27}"  // interleaved: a5, b5, a4, b4, …
+                   : "=t"(a5), "=t"(b5), "=t"(a4), "=t"(b4), "=t"(a3), "=t"(b3), "=t"(a2), "=t"(b2), "=t"(a1), "=t"(b1),
+                     "=t"(a0), "=t"(b0)
                    : "r"(exp2_addends), "m"(exp2_addends));
       const float p0 = exp2_nonpositive_float_with(x[0] - u0, a5, a4, a3, a2, a1, a0);
       const float p1 = exp2_nonpositive_float_with(x[1] - u1, b5, b4, b3, b2, b1, b0);
@@ -514,6 +514,142 @@ void exp2_nonpositive_scalar(const float* x, float* y, std::size_t n) noexcept {
 
 namespace {
 
+#if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && \
+    (__ARM_FP & 4) && defined(__FP_FAST_FMAF)
+#define MICROATTN_ROWS_ASM 1  // the row kernels' loops in asm (Cortex-M with a single-precision FPU and FMA)
+// A head dim of 8 (d = 64 with 8 heads: the small llama2.c shapes) on Cortex-M: the two rows of q, or of o, stay in
+// s0–s15 for a whole block and each row of k or v comes in two VLDMs, 1.4 instructions per multiply-add where the
+// 2x4 kernels below take 2.5. Each sum runs over p (dot) or over the keys (axpy) in order, one fused multiply-add per
+// term after a first product, as in the C kernels: the same floats. One asm statement each, so that nothing of GCC's
+// runs while the registers hold the sums; of the callee-saved registers only s16–s21 are used (24 bytes of stack:
+// these kernels sit on the deepest stack path). A single row passes itself as both rows, as the C kernels do.
+constexpr std::size_t rows_d8 = 8;
+
+// s_a[j] = q_a·k_j and s_b[j] = q_b·k_j for n >= 1 keys k_j = k + j·ldk (s_b may be s_a when q_b is q_a).
+__attribute__((noinline)) void rows_dot_2xn_d8(const float* qa, const float* qb, const float* k, std::size_t ldk,
+                                               std::size_t n, float* sa, float* sb) noexcept {
+  const std::size_t step = (ldk - rows_d8) * sizeof(float);
+  asm volatile(
+      "vldmia %[qa], {s0-s7}\n\t"
+      "vldmia %[qb], {s8-s15}\n\t"
+      "1:\n\t"
+      "vldmia %[k]!, {s16-s19}\n\t"
+      "vmul.f32 s20, s0, s16\n\t"
+      "vmul.f32 s21, s8, s16\n\t"
+      "vfma.f32 s20, s1, s17\n\t"
+      "vfma.f32 s21, s9, s17\n\t"
+      "vfma.f32 s20, s2, s18\n\t"
+      "vfma.f32 s21, s10, s18\n\t"
+      "vfma.f32 s20, s3, s19\n\t"
+      "vfma.f32 s21, s11, s19\n\t"
+      "vldmia %[k]!, {s16-s19}\n\t"
+      "vfma.f32 s20, s4, s16\n\t"
+      "vfma.f32 s21, s12, s16\n\t"
+      "vfma.f32 s20, s5, s17\n\t"
+      "vfma.f32 s21, s13, s17\n\t"
+      "vfma.f32 s20, s6, s18\n\t"
+      "vfma.f32 s21, s14, s18\n\t"
+      "vfma.f32 s20, s7, s19\n\t"
+      "vfma.f32 s21, s15, s19\n\t"
+      "add %[k], %[k], %[step]\n\t"
+      "vstmia %[sa]!, {s20}\n\t"
+      "vstmia %[sb]!, {s21}\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b"
+      : [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n)
+      : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(step)
+      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
+        "s17", "s18", "s19", "s20", "s21", "cc", "memory");
+}
+
+// o_a = o_a·alpha_a + Σ_j p_a[j]·v_j over n >= 1 rows v_j = v + j·ldv (alpha_a, alpha_b null: Σ_j alone, its first
+// term a product), and the same for b (o_b may be o_a when p_b is p_a and alpha_b alpha_a: a's sums land last).
+__attribute__((noinline)) void rows_axpy_2xn_d8(const float* pa, const float* pb, std::size_t n, const float* v,
+                                                std::size_t ldv, const float* alpha_a, const float* alpha_b, float* oa,
+                                                float* ob) noexcept {
+  const std::size_t step = (ldv - rows_d8) * sizeof(float);
+  asm volatile(
+      "cmp %[ala], #0\n\t"
+      "beq 3f\n\t"
+      "vldmia %[oa], {s0-s7}\n\t"
+      "vldmia %[ob], {s8-s15}\n\t"
+      "vldr s20, [%[ala]]\n\t"
+      "vldr s21, [%[alb]]\n\t"
+      "vmul.f32 s0, s0, s20\n\t"
+      "vmul.f32 s1, s1, s20\n\t"
+      "vmul.f32 s2, s2, s20\n\t"
+      "vmul.f32 s3, s3, s20\n\t"
+      "vmul.f32 s4, s4, s20\n\t"
+      "vmul.f32 s5, s5, s20\n\t"
+      "vmul.f32 s6, s6, s20\n\t"
+      "vmul.f32 s7, s7, s20\n\t"
+      "vmul.f32 s8, s8, s21\n\t"
+      "vmul.f32 s9, s9, s21\n\t"
+      "vmul.f32 s10, s10, s21\n\t"
+      "vmul.f32 s11, s11, s21\n\t"
+      "vmul.f32 s12, s12, s21\n\t"
+      "vmul.f32 s13, s13, s21\n\t"
+      "vmul.f32 s14, s14, s21\n\t"
+      "vmul.f32 s15, s15, s21\n\t"
+      "b 1f\n\t"
+      "3:\n\t"
+      "vldmia %[pa]!, {s20}\n\t"
+      "vldmia %[pb]!, {s21}\n\t"
+      "vldmia %[v]!, {s16-s19}\n\t"
+      "vmul.f32 s0, s20, s16\n\t"
+      "vmul.f32 s8, s21, s16\n\t"
+      "vmul.f32 s1, s20, s17\n\t"
+      "vmul.f32 s9, s21, s17\n\t"
+      "vmul.f32 s2, s20, s18\n\t"
+      "vmul.f32 s10, s21, s18\n\t"
+      "vmul.f32 s3, s20, s19\n\t"
+      "vmul.f32 s11, s21, s19\n\t"
+      "vldmia %[v]!, {s16-s19}\n\t"
+      "vmul.f32 s4, s20, s16\n\t"
+      "vmul.f32 s12, s21, s16\n\t"
+      "vmul.f32 s5, s20, s17\n\t"
+      "vmul.f32 s13, s21, s17\n\t"
+      "vmul.f32 s6, s20, s18\n\t"
+      "vmul.f32 s14, s21, s18\n\t"
+      "vmul.f32 s7, s20, s19\n\t"
+      "vmul.f32 s15, s21, s19\n\t"
+      "add %[v], %[v], %[step]\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "beq 2f\n\t"
+      "1:\n\t"
+      "vldmia %[pa]!, {s20}\n\t"
+      "vldmia %[pb]!, {s21}\n\t"
+      "vldmia %[v]!, {s16-s19}\n\t"
+      "vfma.f32 s0, s20, s16\n\t"
+      "vfma.f32 s8, s21, s16\n\t"
+      "vfma.f32 s1, s20, s17\n\t"
+      "vfma.f32 s9, s21, s17\n\t"
+      "vfma.f32 s2, s20, s18\n\t"
+      "vfma.f32 s10, s21, s18\n\t"
+      "vfma.f32 s3, s20, s19\n\t"
+      "vfma.f32 s11, s21, s19\n\t"
+      "vldmia %[v]!, {s16-s19}\n\t"
+      "vfma.f32 s4, s20, s16\n\t"
+      "vfma.f32 s12, s21, s16\n\t"
+      "vfma.f32 s5, s20, s17\n\t"
+      "vfma.f32 s13, s21, s17\n\t"
+      "vfma.f32 s6, s20, s18\n\t"
+      "vfma.f32 s14, s21, s18\n\t"
+      "vfma.f32 s7, s20, s19\n\t"
+      "vfma.f32 s15, s21, s19\n\t"
+      "add %[v], %[v], %[step]\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      "2:\n\t"
+      "vstmia %[ob], {s8-s15}\n\t"
+      "vstmia %[oa], {s0-s7}"
+      : [v] "+r"(v), [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(n)
+      : [ala] "r"(alpha_a), [alb] "r"(alpha_b), [oa] "r"(oa), [ob] "r"(ob), [step] "r"(step)
+      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
+        "s17", "s18", "s19", "s20", "s21", "cc", "memory");
+}
+#endif
+
 // Scores of query rows a and b against the four keys k, k + ldk, k + 2·ldk, k + 3·ldk (d elements each): b's to
 // sb[0..3], then a's to sa[0..3] (sb may be sa: a's land last). Out of line so that its loop's six pointers stay in
 // registers: inlined in the key loop, GCC at -Os spilled them (12 loads and stores per element).
@@ -544,6 +680,12 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
     const float* const q1 = two ? q0 + ldq : q0;
     float* s0 = s + r0 * lds;
     float* s1 = two ? s0 + lds : s0;
+#if MICROATTN_ROWS_ASM
+    if (d == rows_d8 && bk != 0) {
+      rows_dot_2xn_d8(q0, q1, k, ldk, bk, s0, s1);
+      continue;
+    }
+#endif
     const float* kj = k;
     std::size_t j = bk;
     for (; j >= 4; j -= 4, kj += 4 * ldk, s0 += 4, s1 += 4) rows_dot_2x4(q0, q1, kj, ldk, d, s0, s1);
@@ -563,19 +705,146 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
   }
 }
 
+namespace {
+
+// mb = max(mb, s[0..n)); a NaN is passed over (it shows in its own 2^(s − m)). VMAXNM on FPv5 (the only M-profile
+// FPU with double precision): what the comparison below does, one instruction instead of three; two scores a loop.
+MICROATTN_SCALAR_INLINE float rows_max(const float* s, std::size_t n, float mb) noexcept {
+#if MICROATTN_ROWS_ASM && (__ARM_FP & 8)
+  std::size_t pairs;
+  asm("lsrs %[pairs], %[n], #1\n\t"
+      "beq 2f\n"
+      "1:\n\t"
+      "vldmia %[s]!, {s0-s1}\n\t"
+      "vmaxnm.f32 %[mb], %[mb], s0\n\t"
+      "vmaxnm.f32 %[mb], %[mb], s1\n\t"
+      "subs %[pairs], %[pairs], #1\n\t"
+      "bne 1b\n"
+      "2:\n\t"
+      "lsls %[pairs], %[n], #31\n\t"  // n odd: one more
+      "beq 3f\n\t"
+      "vldr s0, [%[s]]\n\t"
+      "vmaxnm.f32 %[mb], %[mb], s0\n"
+      "3:"
+      : [mb] "+t"(mb), [s] "+r"(s), [pairs] "=&r"(pairs)
+      : [n] "r"(n)
+      : "s0", "s1", "cc", "memory");
+#else
+  for (std::size_t j = 0; j < n; ++j) mb = s[j] > mb ? s[j] : mb;
+#endif
+  return mb;
+}
+
+// s[j] = 2^(s[j] − m) for j < n (exp2_nonpositive_float, the same operations in asm on Cortex-M); returns their
+// sum, added in order. Two scores a loop: their Horner addends interleaved (exp2_addends) and reloaded by one VLDM,
+// their exponents moved by one VMOV each way, their results stored by one VSTM.
+MICROATTN_SCALAR_INLINE float rows_exp2_sum(float* s, std::size_t n, float m) noexcept {
+  float sum = 0.0f;
+#if MICROATTN_ROWS_ASM
+  using namespace exp2_constants;
+// x = x_min > x ? x_min : x, or x = x < x_min ? x_min : x without VSEL (a NaN stays)
+// clang-format off
+#if __ARM_FP & 8
+#define MICROATTN_EXP2_CLAMP(x) \
+  "vcmp.f32 %[x_min], " x "\n\t" \
+  "vmrs APSR_nzcv, fpscr\n\t" \
+  "vselgt.f32 " x ", %[x_min], " x "\n\t"
+#else
+#define MICROATTN_EXP2_CLAMP(x) \
+  "vcmp.f32 " x ", %[x_min]\n\t" \
+  "vmrs APSR_nzcv, fpscr\n\t" \
+  "it mi\n\t" \
+  "vmovmi.f32 " x ", %[x_min]\n\t"
+#endif
+  // clang-format on
+  std::uint32_t e0, e1;
+  std::size_t pairs;
+  asm("lsrs %[pairs], %[n], #1\n\t"
+      "beq 2f\n"
+      "1:\n\t"
+      "vldmia %[s], {s0-s1}\n\t"
+      "vsub.f32 s0, s0, %[m]\n\t"
+      "vsub.f32 s1, s1, %[m]\n\t"
+      MICROATTN_EXP2_CLAMP("s0")
+      MICROATTN_EXP2_CLAMP("s1")
+      "vadd.f32 s2, s0, %[magic]\n\t"  // t
+      "vadd.f32 s3, s1, %[magic]\n\t"
+      "vmov %[e0], %[e1], s2, s3\n\t"
+      "vsub.f32 s2, s2, %[magic]\n\t"
+      "vsub.f32 s3, s3, %[magic]\n\t"
+      "vsub.f32 s0, s0, s2\n\t"  // r
+      "vsub.f32 s1, s1, s3\n\t"
+      "vldmia %[c], {s4-s15}\n\t"  // c5, c5, … c0, c0: each step's multiply-add overwrites its addend
+      "add %[e0], %[bias], %[e0], lsl #23\n\t"  // 2^n's bits
+      "add %[e1], %[bias], %[e1], lsl #23\n\t"
+      "vfma.f32 s4, %[c6], s0\n\t"
+      "vfma.f32 s5, %[c6], s1\n\t"
+      "vfma.f32 s6, s4, s0\n\t"
+      "vfma.f32 s7, s5, s1\n\t"
+      "vfma.f32 s8, s6, s0\n\t"
+      "vfma.f32 s9, s7, s1\n\t"
+      "vfma.f32 s10, s8, s0\n\t"
+      "vfma.f32 s11, s9, s1\n\t"
+      "vfma.f32 s12, s10, s0\n\t"
+      "vfma.f32 s13, s11, s1\n\t"
+      "vfma.f32 s14, s12, s0\n\t"
+      "vfma.f32 s15, s13, s1\n\t"
+      "vmov s2, s3, %[e0], %[e1]\n\t"
+      "vmul.f32 s14, s14, s2\n\t"
+      "vmul.f32 s15, s15, s3\n\t"
+      "vadd.f32 %[sum], %[sum], s14\n\t"
+      "vadd.f32 %[sum], %[sum], s15\n\t"
+      "vstmia %[s]!, {s14-s15}\n\t"
+      "subs %[pairs], %[pairs], #1\n\t"
+      "bne 1b\n"
+      "2:\n\t"
+      "lsls %[pairs], %[n], #31\n\t"  // n odd: one more
+      "beq 3f\n\t"
+      "vldr s0, [%[s]]\n\t"
+      "vsub.f32 s0, s0, %[m]\n\t"
+      MICROATTN_EXP2_CLAMP("s0")
+      "vadd.f32 s2, s0, %[magic]\n\t"
+      "vmov %[e0], s2\n\t"
+      "vsub.f32 s2, s2, %[magic]\n\t"
+      "vsub.f32 s0, s0, s2\n\t"
+      "vldmia %[c], {s4-s15}\n\t"
+      "add %[e0], %[bias], %[e0], lsl #23\n\t"
+      "vfma.f32 s4, %[c6], s0\n\t"
+      "vfma.f32 s6, s4, s0\n\t"
+      "vfma.f32 s8, s6, s0\n\t"
+      "vfma.f32 s10, s8, s0\n\t"
+      "vfma.f32 s12, s10, s0\n\t"
+      "vfma.f32 s14, s12, s0\n\t"
+      "vmov s2, %[e0]\n\t"
+      "vmul.f32 s14, s14, s2\n\t"
+      "vadd.f32 %[sum], %[sum], s14\n\t"
+      "vstr s14, [%[s]]\n"
+      "3:"
+      : [sum] "+t"(sum), [s] "+r"(s), [pairs] "=&r"(pairs), [e0] "=&r"(e0), [e1] "=&r"(e1)
+      : [n] "r"(n), [m] "t"(m), [x_min] "t"(x_min), [magic] "t"(round_magic), [c6] "t"(poly.c6),
+        [c] "r"(exp2_addends), [bias] "r"((127u - float_bits(round_magic)) << 23), "m"(exp2_addends)
+      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "cc",
+        "memory");
+#undef MICROATTN_EXP2_CLAMP
+#else
+  for (std::size_t j = 0; j < n; ++j) {
+    s[j] = exp2_nonpositive_float(s[j] - m);
+    sum += s[j];
+  }
+#endif
+  return sum;
+}
+
+}  // namespace
+
 void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t bk, float* m, float* l,
                          float* alpha) noexcept {
   for (std::size_t r = 0; r < nr; ++r) {
     float* sr = s + r * lds;
-    float mb = m[r];
-    for (std::size_t j = 0; j < bk; ++j) mb = sr[j] > mb ? sr[j] : mb;  // a NaN shows in its own 2^(s − m)
+    const float mb = rows_max(sr, bk, m[r]);
     const float m_use = mb == -INFINITY ? 0.0f : mb;
     alpha[r] = exp2_nonpositive_call(m[r] - m_use);  // once per row and block: the out-of-line copy
-    float sum = 0.0f;
-    for (std::size_t j = 0; j < bk; ++j) {
-      sr[j] = exp2_nonpositive_float(sr[j] - m_use);
-      sum += sr[j];
-    }
+    const float sum = rows_exp2_sum(sr, bk, m_use);
     l[r] = fmadd(l[r], alpha[r], sum);
     m[r] = mb;
   }
@@ -611,6 +880,13 @@ void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size
     const float* const p0 = p + r0 * ldp;
     const float* const p1 = p + r1 * ldp;
     const float al0 = alpha != nullptr ? alpha[r0] : 0.0f, al1 = alpha != nullptr ? alpha[r1] : 0.0f;
+#if MICROATTN_ROWS_ASM
+    if (d_v == rows_d8 && bk != 0) {
+      rows_axpy_2xn_d8(p0, p1, bk, v, ldv, alpha != nullptr ? alpha + r0 : nullptr,
+                       alpha != nullptr ? alpha + r1 : nullptr, o0, o1);
+      continue;
+    }
+#endif
     std::size_t c = 0;
     for (; c + 4 <= d_v; c += 4) rows_axpy_2x4(p0, p1, bk, v + c, ldv, alpha != nullptr, al0, al1, o0 + c, o1 + c);
     for (; c < d_v; ++c) {
