@@ -134,6 +134,45 @@ inline float row_scale(const float* scales, std::size_t j, std::size_t stride) n
 // s16–s20 are used (24 bytes of stack). A single row passes itself as both rows.
 constexpr std::size_t q8_rows_d8 = 8;
 
+// clang-format off
+// Elements i and i + 1 of the stored row at %[row], times its scale (s16), into s17 and s18.
+#define MICROATTN_Q8_PAIR(row, i, i1) \
+  "ldrsb %[t0], [%[" row "], #" #i "]\n\t" \
+  "ldrsb %[t1], [%[" row "], #" #i1 "]\n\t" \
+  "vmov s17, s18, %[t0], %[t1]\n\t" \
+  "vcvt.f32.s32 s17, s17\n\t" \
+  "vcvt.f32.s32 s18, s18\n\t" \
+  "vmul.f32 s17, s16, s17\n\t" \
+  "vmul.f32 s18, s16, s18\n\t"
+// Scores: key elements i, i + 1 times q_a's (s<i>, s<i1>) into s19 and q_b's (s<8 + i>…) into s20, the first
+// instruction op0 (vmul for the key's first element), then vfma.
+#define MICROATTN_Q8_DOT2(op0, i, i1, b, b1) \
+  MICROATTN_Q8_PAIR("k", i, i1) \
+  op0 ".f32 s19, s" #i ", s17\n\t" \
+  op0 ".f32 s20, s" #b ", s17\n\t" \
+  "vfma.f32 s19, s" #i1 ", s18\n\t" \
+  "vfma.f32 s20, s" #b1 ", s18\n\t"
+// P·V: value columns i, i + 1 times p_a (s19) into o_a's s<i>, s<i1> and p_b (s20) into o_b's.
+#define MICROATTN_Q8_PV2(op, i, i1, b, b1) \
+  MICROATTN_Q8_PAIR("v", i, i1) \
+  op ".f32 s" #i ", s19, s17\n\t" \
+  op ".f32 s" #b ", s20, s17\n\t" \
+  op ".f32 s" #i1 ", s19, s18\n\t" \
+  op ".f32 s" #b1 ", s20, s18\n\t"
+// One stored value row (op vmul: the first, a product; vfma: the rest), then the count.
+#define MICROATTN_Q8_PV_ROW(op) \
+  "vldr s16, [%[sc]]\n\t" \
+  "add %[sc], %[sc], %[sc_step]\n\t" \
+  "vldmia %[pa]!, {s19}\n\t" \
+  "vldmia %[pb]!, {s20}\n\t" \
+  MICROATTN_Q8_PV2(op, 0, 1, 8, 9) \
+  MICROATTN_Q8_PV2(op, 2, 3, 10, 11) \
+  MICROATTN_Q8_PV2(op, 4, 5, 12, 13) \
+  MICROATTN_Q8_PV2(op, 6, 7, 14, 15) \
+  "add %[v], %[v], %[step]\n\t" \
+  "subs %[n], %[n], #1\n\t"
+// clang-format on
+
 // s_a[j] = q_a·k̂_j and s_b[j] = q_b·k̂_j for n >= 1 keys (row j at k + j·ldk, scale sc[j·stride]; s_b may be s_a
 // when q_b is q_a).
 __attribute__((noinline)) void rows_dot_q8_2xn_d8(const float* qa, const float* qb, const std::int8_t* k,
@@ -143,54 +182,11 @@ __attribute__((noinline)) void rows_dot_q8_2xn_d8(const float* qa, const float* 
   std::int32_t t0, t1;
   asm volatile(
       "vldmia %[qa], {s0-s7}\n\t"
-      "vldmia %[qb], {s8-s15}\n\t"
+      "vldmia %[qb], {s8-s15}\n"
       "1:\n\t"
       "vldr s16, [%[sc]]\n\t"
-      "add %[sc], %[sc], %[sc_step]\n\t"
-      "ldrsb %[t0], [%[k], #0]\n\t"
-      "ldrsb %[t1], [%[k], #1]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vmul.f32 s19, s0, s17\n\t"
-      "vmul.f32 s20, s8, s17\n\t"
-      "vfma.f32 s19, s1, s18\n\t"
-      "vfma.f32 s20, s9, s18\n\t"
-      "ldrsb %[t0], [%[k], #2]\n\t"
-      "ldrsb %[t1], [%[k], #3]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s19, s2, s17\n\t"
-      "vfma.f32 s20, s10, s17\n\t"
-      "vfma.f32 s19, s3, s18\n\t"
-      "vfma.f32 s20, s11, s18\n\t"
-      "ldrsb %[t0], [%[k], #4]\n\t"
-      "ldrsb %[t1], [%[k], #5]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s19, s4, s17\n\t"
-      "vfma.f32 s20, s12, s17\n\t"
-      "vfma.f32 s19, s5, s18\n\t"
-      "vfma.f32 s20, s13, s18\n\t"
-      "ldrsb %[t0], [%[k], #6]\n\t"
-      "ldrsb %[t1], [%[k], #7]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s19, s6, s17\n\t"
-      "vfma.f32 s20, s14, s17\n\t"
-      "vfma.f32 s19, s7, s18\n\t"
-      "vfma.f32 s20, s15, s18\n\t"
+      "add %[sc], %[sc], %[sc_step]\n\t" MICROATTN_Q8_DOT2("vmul", 0, 1, 8, 9) MICROATTN_Q8_DOT2("vfma", 2, 3, 10, 11)
+          MICROATTN_Q8_DOT2("vfma", 4, 5, 12, 13) MICROATTN_Q8_DOT2("vfma", 6, 7, 14, 15)
       "add %[k], %[k], %[step]\n\t"
       "vstmia %[sa]!, {s19}\n\t"
       "vstmia %[sb]!, {s20}\n\t"
@@ -234,111 +230,11 @@ __attribute__((noinline)) void rows_axpy_q8_2xn_d8(const float* pa, const float*
       "vmul.f32 s13, s13, s20\n\t"
       "vmul.f32 s14, s14, s20\n\t"
       "vmul.f32 s15, s15, s20\n\t"
-      "b 1f\n\t"
-      "3:\n\t"
-      "vldr s16, [%[sc]]\n\t"
-      "add %[sc], %[sc], %[sc_step]\n\t"
-      "vldmia %[pa]!, {s19}\n\t"
-      "vldmia %[pb]!, {s20}\n\t"
-      "ldrsb %[t0], [%[v], #0]\n\t"
-      "ldrsb %[t1], [%[v], #1]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vmul.f32 s0, s19, s17\n\t"
-      "vmul.f32 s8, s20, s17\n\t"
-      "vmul.f32 s1, s19, s18\n\t"
-      "vmul.f32 s9, s20, s18\n\t"
-      "ldrsb %[t0], [%[v], #2]\n\t"
-      "ldrsb %[t1], [%[v], #3]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vmul.f32 s2, s19, s17\n\t"
-      "vmul.f32 s10, s20, s17\n\t"
-      "vmul.f32 s3, s19, s18\n\t"
-      "vmul.f32 s11, s20, s18\n\t"
-      "ldrsb %[t0], [%[v], #4]\n\t"
-      "ldrsb %[t1], [%[v], #5]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vmul.f32 s4, s19, s17\n\t"
-      "vmul.f32 s12, s20, s17\n\t"
-      "vmul.f32 s5, s19, s18\n\t"
-      "vmul.f32 s13, s20, s18\n\t"
-      "ldrsb %[t0], [%[v], #6]\n\t"
-      "ldrsb %[t1], [%[v], #7]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vmul.f32 s6, s19, s17\n\t"
-      "vmul.f32 s14, s20, s17\n\t"
-      "vmul.f32 s7, s19, s18\n\t"
-      "vmul.f32 s15, s20, s18\n\t"
-      "add %[v], %[v], %[step]\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "beq 2f\n\t"
-      "1:\n\t"
-      "vldr s16, [%[sc]]\n\t"
-      "add %[sc], %[sc], %[sc_step]\n\t"
-      "vldmia %[pa]!, {s19}\n\t"
-      "vldmia %[pb]!, {s20}\n\t"
-      "ldrsb %[t0], [%[v], #0]\n\t"
-      "ldrsb %[t1], [%[v], #1]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s0, s19, s17\n\t"
-      "vfma.f32 s8, s20, s17\n\t"
-      "vfma.f32 s1, s19, s18\n\t"
-      "vfma.f32 s9, s20, s18\n\t"
-      "ldrsb %[t0], [%[v], #2]\n\t"
-      "ldrsb %[t1], [%[v], #3]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s2, s19, s17\n\t"
-      "vfma.f32 s10, s20, s17\n\t"
-      "vfma.f32 s3, s19, s18\n\t"
-      "vfma.f32 s11, s20, s18\n\t"
-      "ldrsb %[t0], [%[v], #4]\n\t"
-      "ldrsb %[t1], [%[v], #5]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s4, s19, s17\n\t"
-      "vfma.f32 s12, s20, s17\n\t"
-      "vfma.f32 s5, s19, s18\n\t"
-      "vfma.f32 s13, s20, s18\n\t"
-      "ldrsb %[t0], [%[v], #6]\n\t"
-      "ldrsb %[t1], [%[v], #7]\n\t"
-      "vmov s17, s18, %[t0], %[t1]\n\t"
-      "vcvt.f32.s32 s17, s17\n\t"
-      "vcvt.f32.s32 s18, s18\n\t"
-      "vmul.f32 s17, s16, s17\n\t"
-      "vmul.f32 s18, s16, s18\n\t"
-      "vfma.f32 s6, s19, s17\n\t"
-      "vfma.f32 s14, s20, s17\n\t"
-      "vfma.f32 s7, s19, s18\n\t"
-      "vfma.f32 s15, s20, s18\n\t"
-      "add %[v], %[v], %[step]\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b\n\t"
+      "b 1f\n"
+      "3:\n\t" MICROATTN_Q8_PV_ROW("vmul")
+      "beq 2f\n"
+      "1:\n\t" MICROATTN_Q8_PV_ROW("vfma")
+      "bne 1b\n"
       "2:\n\t"
       "vstmia %[ob], {s8-s15}\n\t"
       "vstmia %[oa], {s0-s7}"
@@ -347,6 +243,10 @@ __attribute__((noinline)) void rows_axpy_q8_2xn_d8(const float* pa, const float*
       : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
         "s17", "s18", "s19", "s20", "cc", "memory");
 }
+#undef MICROATTN_Q8_PAIR
+#undef MICROATTN_Q8_DOT2
+#undef MICROATTN_Q8_PV2
+#undef MICROATTN_Q8_PV_ROW
 #endif
 
 // Scores of query rows a and b against four stored q8 keys k, k + ldk, … with scales sc[0], sc[stride], …: b's to

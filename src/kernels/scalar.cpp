@@ -525,32 +525,48 @@ namespace {
 // these kernels sit on the deepest stack path). A single row passes itself as both rows, as the C kernels do.
 constexpr std::size_t rows_d8 = 8;
 
+// clang-format off
+// Scores: four elements of the key in s16–s19 times q_a's (s<a0>…) into s20 and q_b's (s<a0 + 8>…) into s21, the
+// first instruction op0 (vmul for the key's first element), then vfma.
+#define MICROATTN_DOT4(op0, a0, a1, a2, a3, b0, b1, b2, b3) \
+  "vldmia %[k]!, {s16-s19}\n\t" \
+  op0 ".f32 s20, s" #a0 ", s16\n\t" \
+  op0 ".f32 s21, s" #b0 ", s16\n\t" \
+  "vfma.f32 s20, s" #a1 ", s17\n\t" \
+  "vfma.f32 s21, s" #b1 ", s17\n\t" \
+  "vfma.f32 s20, s" #a2 ", s18\n\t" \
+  "vfma.f32 s21, s" #b2 ", s18\n\t" \
+  "vfma.f32 s20, s" #a3 ", s19\n\t" \
+  "vfma.f32 s21, s" #b3 ", s19\n\t"
+// P·V: four columns of the value row in s16–s19 times p_a (s20) into o_a's s<a0>… and p_b (s21) into o_b's.
+#define MICROATTN_PV4(op, a0, a1, a2, a3, b0, b1, b2, b3) \
+  "vldmia %[v]!, {s16-s19}\n\t" \
+  op ".f32 s" #a0 ", s20, s16\n\t" \
+  op ".f32 s" #b0 ", s21, s16\n\t" \
+  op ".f32 s" #a1 ", s20, s17\n\t" \
+  op ".f32 s" #b1 ", s21, s17\n\t" \
+  op ".f32 s" #a2 ", s20, s18\n\t" \
+  op ".f32 s" #b2 ", s21, s18\n\t" \
+  op ".f32 s" #a3 ", s20, s19\n\t" \
+  op ".f32 s" #b3 ", s21, s19\n\t"
+// One value row (op vmul: the first, a product; vfma: the rest), then the count.
+#define MICROATTN_PV_ROW(op) \
+  "vldmia %[pa]!, {s20}\n\t" \
+  "vldmia %[pb]!, {s21}\n\t" \
+  MICROATTN_PV4(op, 0, 1, 2, 3, 8, 9, 10, 11) \
+  MICROATTN_PV4(op, 4, 5, 6, 7, 12, 13, 14, 15) \
+  "add %[v], %[v], %[step]\n\t" \
+  "subs %[n], %[n], #1\n\t"
+// clang-format on
+
 // s_a[j] = q_a·k_j and s_b[j] = q_b·k_j for n >= 1 keys k_j = k + j·ldk (s_b may be s_a when q_b is q_a).
 __attribute__((noinline)) void rows_dot_2xn_d8(const float* qa, const float* qb, const float* k, std::size_t ldk,
                                                std::size_t n, float* sa, float* sb) noexcept {
   const std::size_t step = (ldk - rows_d8) * sizeof(float);
   asm volatile(
       "vldmia %[qa], {s0-s7}\n\t"
-      "vldmia %[qb], {s8-s15}\n\t"
-      "1:\n\t"
-      "vldmia %[k]!, {s16-s19}\n\t"
-      "vmul.f32 s20, s0, s16\n\t"
-      "vmul.f32 s21, s8, s16\n\t"
-      "vfma.f32 s20, s1, s17\n\t"
-      "vfma.f32 s21, s9, s17\n\t"
-      "vfma.f32 s20, s2, s18\n\t"
-      "vfma.f32 s21, s10, s18\n\t"
-      "vfma.f32 s20, s3, s19\n\t"
-      "vfma.f32 s21, s11, s19\n\t"
-      "vldmia %[k]!, {s16-s19}\n\t"
-      "vfma.f32 s20, s4, s16\n\t"
-      "vfma.f32 s21, s12, s16\n\t"
-      "vfma.f32 s20, s5, s17\n\t"
-      "vfma.f32 s21, s13, s17\n\t"
-      "vfma.f32 s20, s6, s18\n\t"
-      "vfma.f32 s21, s14, s18\n\t"
-      "vfma.f32 s20, s7, s19\n\t"
-      "vfma.f32 s21, s15, s19\n\t"
+      "vldmia %[qb], {s8-s15}\n"
+      "1:\n\t" MICROATTN_DOT4("vmul", 0, 1, 2, 3, 8, 9, 10, 11) MICROATTN_DOT4("vfma", 4, 5, 6, 7, 12, 13, 14, 15)
       "add %[k], %[k], %[step]\n\t"
       "vstmia %[sa]!, {s20}\n\t"
       "vstmia %[sb]!, {s21}\n\t"
@@ -591,55 +607,11 @@ __attribute__((noinline)) void rows_axpy_2xn_d8(const float* pa, const float* pb
       "vmul.f32 s13, s13, s21\n\t"
       "vmul.f32 s14, s14, s21\n\t"
       "vmul.f32 s15, s15, s21\n\t"
-      "b 1f\n\t"
-      "3:\n\t"
-      "vldmia %[pa]!, {s20}\n\t"
-      "vldmia %[pb]!, {s21}\n\t"
-      "vldmia %[v]!, {s16-s19}\n\t"
-      "vmul.f32 s0, s20, s16\n\t"
-      "vmul.f32 s8, s21, s16\n\t"
-      "vmul.f32 s1, s20, s17\n\t"
-      "vmul.f32 s9, s21, s17\n\t"
-      "vmul.f32 s2, s20, s18\n\t"
-      "vmul.f32 s10, s21, s18\n\t"
-      "vmul.f32 s3, s20, s19\n\t"
-      "vmul.f32 s11, s21, s19\n\t"
-      "vldmia %[v]!, {s16-s19}\n\t"
-      "vmul.f32 s4, s20, s16\n\t"
-      "vmul.f32 s12, s21, s16\n\t"
-      "vmul.f32 s5, s20, s17\n\t"
-      "vmul.f32 s13, s21, s17\n\t"
-      "vmul.f32 s6, s20, s18\n\t"
-      "vmul.f32 s14, s21, s18\n\t"
-      "vmul.f32 s7, s20, s19\n\t"
-      "vmul.f32 s15, s21, s19\n\t"
-      "add %[v], %[v], %[step]\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "beq 2f\n\t"
-      "1:\n\t"
-      "vldmia %[pa]!, {s20}\n\t"
-      "vldmia %[pb]!, {s21}\n\t"
-      "vldmia %[v]!, {s16-s19}\n\t"
-      "vfma.f32 s0, s20, s16\n\t"
-      "vfma.f32 s8, s21, s16\n\t"
-      "vfma.f32 s1, s20, s17\n\t"
-      "vfma.f32 s9, s21, s17\n\t"
-      "vfma.f32 s2, s20, s18\n\t"
-      "vfma.f32 s10, s21, s18\n\t"
-      "vfma.f32 s3, s20, s19\n\t"
-      "vfma.f32 s11, s21, s19\n\t"
-      "vldmia %[v]!, {s16-s19}\n\t"
-      "vfma.f32 s4, s20, s16\n\t"
-      "vfma.f32 s12, s21, s16\n\t"
-      "vfma.f32 s5, s20, s17\n\t"
-      "vfma.f32 s13, s21, s17\n\t"
-      "vfma.f32 s6, s20, s18\n\t"
-      "vfma.f32 s14, s21, s18\n\t"
-      "vfma.f32 s7, s20, s19\n\t"
-      "vfma.f32 s15, s21, s19\n\t"
-      "add %[v], %[v], %[step]\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b\n\t"
+      "b 1f\n"
+      "3:\n\t" MICROATTN_PV_ROW("vmul")
+      "beq 2f\n"
+      "1:\n\t" MICROATTN_PV_ROW("vfma")
+      "bne 1b\n"
       "2:\n\t"
       "vstmia %[ob], {s8-s15}\n\t"
       "vstmia %[oa], {s0-s7}"
@@ -648,6 +620,9 @@ __attribute__((noinline)) void rows_axpy_2xn_d8(const float* pa, const float* pb
       : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
         "s17", "s18", "s19", "s20", "s21", "cc", "memory");
 }
+#undef MICROATTN_DOT4
+#undef MICROATTN_PV4
+#undef MICROATTN_PV_ROW
 #endif
 
 // Scores of query rows a and b against the four keys k, k + ldk, k + 2·ldk, k + 3·ldk (d elements each): b's to
