@@ -297,28 +297,43 @@ LLAMA_AVX512 void values_avx512(const AttentionArgs& a) {
 }
 
 // run.c's softmax of each of `rows` rows of n (contiguous): max subtracted, exp, divided by the sum; the exp of
-// all rows in one exp_elements call (the library's vector exp: one call per layer instead of one per row).
+// all rows in one exp_elements call (the library's vector exp: one call per layer instead of one per row). Up to
+// eight rows go through each pass together: their max and sum chains are independent (one row alone waits on each
+// add's latency), and each row's own order of operations is run.c's vectorized one.
 LLAMA_AVX512 void softmax_avx512(float* x, std::size_t rows, std::size_t n) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* xr = x + r * n;
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (std::size_t t = 0; t < n; t += 16)
-      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - t), xr + t));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  constexpr std::size_t group = 8;
+  for (std::size_t r0 = 0; r0 < rows; r0 += group) {
+    const std::size_t g = rows - r0 < group ? rows - r0 : group;
+    float* xg = x + r0 * n;
+    __m512 acc[group];
+    for (std::size_t r = 0; r < g; ++r) acc[r] = _mm512_set1_ps(-INFINITY);
     for (std::size_t t = 0; t < n; t += 16) {
       const __mmask16 k = tail_mask(n - t);
-      _mm512_mask_storeu_ps(xr + t, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + t), m));
+      for (std::size_t r = 0; r < g; ++r)
+        acc[r] = _mm512_max_ps(acc[r], _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, xg + r * n + t));
+    }
+    for (std::size_t r = 0; r < g; ++r) acc[r] = _mm512_set1_ps(_mm512_reduce_max_ps(acc[r]));
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      for (std::size_t r = 0; r < g; ++r)
+        _mm512_mask_storeu_ps(xg + r * n + t, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, xg + r * n + t), acc[r]));
     }
   }
   check(ma::exp_elements(x, x, rows * n), "exp");
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* xr = x + r * n;
-    __m512 sum = _mm512_setzero_ps();
-    for (std::size_t t = 0; t < n; t += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(n - t), xr + t));
-    const __m512 total = _mm512_set1_ps(_mm512_reduce_add_ps(sum));
+  for (std::size_t r0 = 0; r0 < rows; r0 += group) {
+    const std::size_t g = rows - r0 < group ? rows - r0 : group;
+    float* xg = x + r0 * n;
+    __m512 acc[group];
+    for (std::size_t r = 0; r < g; ++r) acc[r] = _mm512_setzero_ps();
     for (std::size_t t = 0; t < n; t += 16) {
       const __mmask16 k = tail_mask(n - t);
-      _mm512_mask_storeu_ps(xr + t, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, xr + t), total));
+      for (std::size_t r = 0; r < g; ++r) acc[r] = _mm512_add_ps(acc[r], _mm512_maskz_loadu_ps(k, xg + r * n + t));
+    }
+    for (std::size_t r = 0; r < g; ++r) acc[r] = _mm512_set1_ps(_mm512_reduce_add_ps(acc[r]));
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      for (std::size_t r = 0; r < g; ++r)
+        _mm512_mask_storeu_ps(xg + r * n + t, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, xg + r * n + t), acc[r]));
     }
   }
 }
