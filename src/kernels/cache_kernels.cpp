@@ -194,8 +194,7 @@ __attribute__((noinline)) void rows_dot_q8_2xn_d8(const float* qa, const float* 
       "bne 1b"
       : [k] "+r"(k), [sc] "+r"(sc), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
       : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(ldk), [sc_step] "r"(sc_step)
-      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
-        "s17", "s18", "s19", "s20", "cc", "memory");
+      : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "cc", "memory");
 }
 
 // o_a = o_a·alpha_a + Σ_j p_a[j]·v̂_j over n >= 1 stored rows (row j at v + j·ldv, scale sc[j·stride]; alpha_a,
@@ -214,22 +213,7 @@ __attribute__((noinline)) void rows_axpy_q8_2xn_d8(const float* pa, const float*
       "vldmia %[ob], {s8-s15}\n\t"
       "vldr s19, [%[t0]]\n\t"
       "vldr s20, [%[t1]]\n\t"
-      "vmul.f32 s0, s0, s19\n\t"
-      "vmul.f32 s1, s1, s19\n\t"
-      "vmul.f32 s2, s2, s19\n\t"
-      "vmul.f32 s3, s3, s19\n\t"
-      "vmul.f32 s4, s4, s19\n\t"
-      "vmul.f32 s5, s5, s19\n\t"
-      "vmul.f32 s6, s6, s19\n\t"
-      "vmul.f32 s7, s7, s19\n\t"
-      "vmul.f32 s8, s8, s20\n\t"
-      "vmul.f32 s9, s9, s20\n\t"
-      "vmul.f32 s10, s10, s20\n\t"
-      "vmul.f32 s11, s11, s20\n\t"
-      "vmul.f32 s12, s12, s20\n\t"
-      "vmul.f32 s13, s13, s20\n\t"
-      "vmul.f32 s14, s14, s20\n\t"
-      "vmul.f32 s15, s15, s20\n\t"
+      MICROATTN_D8_RESCALE("s19", "s20")
       "b 1f\n"
       "3:\n\t" MICROATTN_Q8_PV_ROW("vmul")
       "beq 2f\n"
@@ -240,8 +224,7 @@ __attribute__((noinline)) void rows_axpy_q8_2xn_d8(const float* pa, const float*
       "vstmia %[oa], {s0-s7}"
       : [v] "+r"(v), [sc] "+r"(sc), [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(n), [t0] "+r"(t0), [t1] "+r"(t1)
       : [oa] "r"(oa), [ob] "r"(ob), [step] "r"(ldv), [sc_step] "r"(sc_step)
-      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
-        "s17", "s18", "s19", "s20", "cc", "memory");
+      : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "cc", "memory");
 }
 #undef MICROATTN_Q8_PAIR
 #undef MICROATTN_Q8_DOT2

@@ -574,8 +574,7 @@ __attribute__((noinline)) void rows_dot_2xn_d8(const float* qa, const float* qb,
       "bne 1b"
       : [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n)
       : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(step)
-      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
-        "s17", "s18", "s19", "s20", "s21", "cc", "memory");
+      : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "s21", "cc", "memory");
 }
 
 // o_a = o_a·alpha_a + Σ_j p_a[j]·v_j over n >= 1 rows v_j = v + j·ldv (alpha_a, alpha_b null: Σ_j alone, its first
@@ -591,22 +590,7 @@ __attribute__((noinline)) void rows_axpy_2xn_d8(const float* pa, const float* pb
       "vldmia %[ob], {s8-s15}\n\t"
       "vldr s20, [%[ala]]\n\t"
       "vldr s21, [%[alb]]\n\t"
-      "vmul.f32 s0, s0, s20\n\t"
-      "vmul.f32 s1, s1, s20\n\t"
-      "vmul.f32 s2, s2, s20\n\t"
-      "vmul.f32 s3, s3, s20\n\t"
-      "vmul.f32 s4, s4, s20\n\t"
-      "vmul.f32 s5, s5, s20\n\t"
-      "vmul.f32 s6, s6, s20\n\t"
-      "vmul.f32 s7, s7, s20\n\t"
-      "vmul.f32 s8, s8, s21\n\t"
-      "vmul.f32 s9, s9, s21\n\t"
-      "vmul.f32 s10, s10, s21\n\t"
-      "vmul.f32 s11, s11, s21\n\t"
-      "vmul.f32 s12, s12, s21\n\t"
-      "vmul.f32 s13, s13, s21\n\t"
-      "vmul.f32 s14, s14, s21\n\t"
-      "vmul.f32 s15, s15, s21\n\t"
+      MICROATTN_D8_RESCALE("s20", "s21")
       "b 1f\n"
       "3:\n\t" MICROATTN_PV_ROW("vmul")
       "beq 2f\n"
@@ -617,8 +601,7 @@ __attribute__((noinline)) void rows_axpy_2xn_d8(const float* pa, const float* pb
       "vstmia %[oa], {s0-s7}"
       : [v] "+r"(v), [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(n)
       : [ala] "r"(alpha_a), [alb] "r"(alpha_b), [oa] "r"(oa), [ob] "r"(ob), [step] "r"(step)
-      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16",
-        "s17", "s18", "s19", "s20", "s21", "cc", "memory");
+      : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "s21", "cc", "memory");
 }
 #undef MICROATTN_DOT4
 #undef MICROATTN_PV4

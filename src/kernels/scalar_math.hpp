@@ -12,6 +12,31 @@
 // exp and per multiply-add costs more than the arithmetic itself.
 #define MICROATTN_SCALAR_INLINE inline __attribute__((always_inline))
 
+// The Cortex-M head-dim-8 decoding kernels (scalar.cpp: f32, cache_kernels.cpp: q8) hold two rows of sums in
+// s0–s7 and s8–s15: the asm that rescales them by their alphas (in registers al_a, al_b) at the start of a P·V
+// block, and the clobbers of those sixteen registers.
+// clang-format off
+#define MICROATTN_D8_RESCALE(al_a, al_b) \
+  "vmul.f32 s0, s0, " al_a "\n\t" \
+  "vmul.f32 s1, s1, " al_a "\n\t" \
+  "vmul.f32 s2, s2, " al_a "\n\t" \
+  "vmul.f32 s3, s3, " al_a "\n\t" \
+  "vmul.f32 s4, s4, " al_a "\n\t" \
+  "vmul.f32 s5, s5, " al_a "\n\t" \
+  "vmul.f32 s6, s6, " al_a "\n\t" \
+  "vmul.f32 s7, s7, " al_a "\n\t" \
+  "vmul.f32 s8, s8, " al_b "\n\t" \
+  "vmul.f32 s9, s9, " al_b "\n\t" \
+  "vmul.f32 s10, s10, " al_b "\n\t" \
+  "vmul.f32 s11, s11, " al_b "\n\t" \
+  "vmul.f32 s12, s12, " al_b "\n\t" \
+  "vmul.f32 s13, s13, " al_b "\n\t" \
+  "vmul.f32 s14, s14, " al_b "\n\t" \
+  "vmul.f32 s15, s15, " al_b "\n\t"
+#define MICROATTN_D8_CLOBBERS \
+  "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15"
+// clang-format on
+
 namespace microattn {
 namespace detail {
 
