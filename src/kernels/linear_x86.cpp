@@ -6,7 +6,8 @@
 // vpdpbusd (u8 × s8) on x + 128 and subtracts 128·Σw per lane (a second vpdpbusd of the weights, shared by the x
 // rows), so every lane holds an exact int32 sum; AVX2 (and AVX-VNNI) take |w| × sign(x, w), exact for every int8
 // weight, −128 included (the sign goes to x, which is at most 127 in magnitude). Each group's lanes are scaled in
-// float, lane by lane, and reduced once per output and chunk.
+// float, lane by lane, and reduced once per output and chunk; where every weight row is one group of 64 (AVX-512
+// VNNI), each row's lanes are reduced as integers and scaled once.
 #include "kernels/linear_kernels.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -464,6 +465,59 @@ void q8_packed_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const 
   }
 }
 
+// The lane sums of 16 int32 accumulators, out lane l = Σ lanes of v[l]: lane_sums' tree on integers (exact in any
+// order).
+inline __m512i lane_sums_epi32(const __m512i* v) noexcept {
+  __m512i u[8], t[4], h[2];
+  for (int p = 0; p < 8; ++p)
+    u[p] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+  for (int q = 0; q < 4; ++q)
+    t[q] =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * q], u[2 * q + 1]), _mm512_unpackhi_epi64(u[2 * q], u[2 * q + 1]));
+  for (int r = 0; r < 2; ++r)
+    h[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(t[2 * r], t[2 * r + 1], 0x88),
+                            _mm512_shuffle_i32x4(t[2 * r], t[2 * r + 1], 0xdd));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(h[0], h[1], 0x88), _mm512_shuffle_i32x4(h[0], h[1], 0xdd));
+}
+
+// Weight rows that are one whole group of 64 each (k = group = 64: every projection of a dim-64 model), one x row at
+// a time: each row's exact int32 Σ x·w, 16 rows reduced together by an integer tree, then scaled once per row,
+// y = bias + (float)Σ · s_w · s_x (runq.c's arithmetic for a group). The packed tile scales every lane in float and
+// reduces the lanes in float: at one vector per row that was most of its work.
+void q8_rows_one_group(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+  const __m512i bias128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::size_t i = 0; i < ch.rows; ++i) {
+    const __m512i xv = _mm512_loadu_si512(ch.q + i * ch.ldq);
+    // (w + 128)·x summed, less 128·Σx: the exact Σ w·x
+    const __m512i corr =
+        _mm512_set1_epi32(-_mm512_reduce_add_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias128, xv)));
+    const __m512 sx = _mm512_set1_ps(ch.sx[i * ch.ldsx]);
+    float* y = ch.y + i * ch.ldy;
+    const auto tile = [&](std::size_t r0, std::size_t nr, auto full) noexcept {
+      const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+      const std::int8_t* wr = w + r0 * ldw;
+      __m512i acc[16];
+      for (std::size_t j = 0; j < 16; ++j) {
+        acc[j] = _mm512_setzero_si512();
+        if (decltype(full)::value || j < nr) {
+          dpbusd_into(acc[j], _mm512_xor_si512(_mm512_loadu_si512(wr), bias128), xv);
+          wr += ldw;
+        }
+      }
+      const __m512 dots = _mm512_cvtepi32_ps(_mm512_add_epi32(lane_sums_epi32(acc), corr));
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(dots, _mm512_maskz_loadu_ps(m, ch.sw + r0)), sx);
+      const __m512 base = !ch.first            ? _mm512_maskz_loadu_ps(m, y + r0)
+                          : ch.bias != nullptr ? _mm512_maskz_loadu_ps(m, ch.bias + r0)
+                                               : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(y + r0, m, _mm512_add_ps(base, v));
+    };
+    std::size_t r = 0;
+    for (; r + 16 <= n; r += 16) tile(r, 16, std::true_type{});
+    if (r < n) tile(r, n - r, std::false_type{});
+  }
+}
+
 // Longer (or odd) groups: int and float accumulators per pair, MR·NR + NR + MR·NR registers (4 weight rows for one
 // x row: 8 spilled).
 template <int MR, int NR>
@@ -676,7 +730,9 @@ void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk
 void q8_chunk_x86(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
 #if MICROATTN_LINEAR_ZMM_VNNI
   assert(ch.rows <= 4);
-  if (ch.seg <= 64 && 64 % ch.seg == 0 && ch.seg % 4 == 0) {
+  if (ch.len == 64 && ch.seg == 64 && ch.rows_per_scale == 1 && ch.sw_stride == 1) {
+    q8_rows_one_group(w, ldw, n, ch);
+  } else if (ch.seg <= 64 && 64 % ch.seg == 0 && ch.seg % 4 == 0) {
     // Packed groups hold only float accumulators: 4 x rows × 4 weight rows fit (16 + 4 of x + 4 of its scales), so
     // each weight vector and its scales serve four rows (m = 8 at 256², group 32: 0.86 → 1.30 of fp32 matmul's speed).
     std::size_t i = 0;
