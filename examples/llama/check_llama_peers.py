@@ -23,7 +23,7 @@ if not (os.path.exists(os.path.join(peers, 'run')) and os.path.exists(os.path.jo
 cases = [['-t', '0', '-n', '64'], ['-t', '0', '-n', '512'], ['-t', '0', '-n', '40', '-i', 'Once upon a time'],
          ['-t', '1', '-p', '0.9', '-s', '42', '-n', '64'], ['-t', '0.8', '-p', '1', '-s', '7', '-n', '64']]
 failures = compared = 0
-model_sets = [(models, name, f'{name}-tok.bin') for name in ['s260k', 's260k-g4', 'small', 'tiny']]
+model_sets = [(models, name, f'{name}-tok.bin') for name in ['s260k', 's260k-g4', 'small', 'tiny', 'mha32']]
 # The committed model trained by scripts/train_tiny_llama.py, whose greedy texts LlamaTinyModel pins.
 model_sets.append((os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'models'), 'tiny-llama',
                    'tiny-llama-tokenizer.bin'))

@@ -114,6 +114,22 @@ ma::WeightMatrix concat(const ma::WeightMatrix* parts, std::size_t count, RunSta
   return ma::weights_f32(s.owned_f32.back().data(), rows, cols);
 }
 
+// A copy of w in the state's 64-byte-aligned storage (a checkpoint's tensors start wherever the file puts them).
+ma::WeightMatrix aligned_copy(const ma::WeightMatrix& w, RunState& s) {
+  const std::size_t n = w.rows * w.cols;
+  if (w.format == ma::Format::q8) {
+    s.owned_q8.emplace_back(n);
+    std::memcpy(s.owned_q8.back().data(), w.data, n);
+    s.owned_f32.emplace_back(n / w.group);
+    std::memcpy(s.owned_f32.back().data(), w.scales, n / w.group * sizeof(float));
+    return ma::weights_q8(s.owned_q8.back().data(), s.owned_f32.back().data(), w.rows, w.cols, w.group);
+  }
+  if (w.format != ma::Format::f32) return w;
+  s.owned_f32.emplace_back(n);
+  std::memcpy(s.owned_f32.back().data(), w.data, n * sizeof(float));
+  return ma::weights_f32(s.owned_f32.back().data(), w.rows, w.cols);
+}
+
 // binary16 bits of f (finite, |f| < 65520): to nearest, ties to even, subnormal halves included.
 std::uint16_t half_bits(float f) {
   std::uint32_t u;
@@ -170,8 +186,16 @@ bool split_columns(const ma::WeightMatrix& w, ma::WeightMatrix& head, ma::Weight
   return true;
 }
 
-// The attention of every query head at one position, over n cached positions: scores against the keys (kt: kv
-// head × hd × cap, position fastest), softmax, weighted sum of the values (vc: kv head × cap × hd, position-major).
+// Keys (and, where values_transposed, values) in blocks of 16 positions: kv head × cap / 16 blocks × hd × 16, so
+// that dimension d of a block's positions is one vector at 16·d floats from the block's start (cap: a multiple of
+// 16).
+inline std::size_t cache_positions(std::size_t capacity) { return (capacity + 15) / 16 * 16; }
+inline std::size_t blocked_index(std::size_t g, std::size_t d, std::size_t t, std::size_t hd, std::size_t cap) {
+  return (g * cap + (t & ~std::size_t{15})) * hd + d * 16 + (t & 15);
+}
+
+// The attention of every query head at one position, over n cached positions: scores against the keys (kt:
+// blocked), softmax, weighted sum of the values (vc: kv head × cap × hd, position-major; blocked on the fused path).
 // The sums follow llama2.c's loops as GCC vectorizes them at -Ofast (run.c / runq.c, where the text is compared):
 // each score sums q_d·k_d in eight lanes (d mod 8), folded (0+4, 2+6), (1+5, 3+7), then the last hd mod 8 terms in
 // order; each output element of the values is one fused multiply-add chain over the positions in order.
@@ -188,11 +212,10 @@ void attention_scalar(const AttentionArgs& a) {
   const float root = std::sqrt(static_cast<float>(a.hd));
   for (std::size_t h = 0; h < a.heads; ++h) {
     const float* qh = a.q + h * a.hd;
-    const float* kt = a.kt + (h / a.group) * a.hd * a.cap;
     float* sr = a.att + h * a.n;
     for (std::size_t t = 0; t < a.n; ++t) {
       float acc = 0.0f;
-      for (std::size_t d = 0; d < a.hd; ++d) acc += qh[d] * kt[d * a.cap + t];
+      for (std::size_t d = 0; d < a.hd; ++d) acc += qh[d] * a.kt[blocked_index(h / a.group, d, t, a.hd, a.cap)];
       sr[t] = acc / root;
     }
   }
@@ -213,22 +236,22 @@ __mmask16 tail_mask(std::size_t left) {
   return static_cast<__mmask16>((1u << (left < 16 ? left : 16)) - 1u);  // branch-free
 }
 
-// Scores of H heads (rows of q, hd apart) sharing one KV head for 16 positions from t (mask m), each key vector
-// loaded once for the H heads: lanes of d mod 8, folded as GCC folds a vector sum, then the last hd mod 8 terms.
+// Scores of H heads (rows of q, hd apart) sharing one KV head for the 16 positions of the key block kb (mask m),
+// each key vector loaded once for the H heads: lanes of d mod 8, folded as GCC folds a vector sum, then the last
+// hd mod 8 terms.
 template <std::size_t H>
-LLAMA_AVX512 inline void score16(const float* q, const float* kt, std::size_t hd, std::size_t cap, std::size_t t,
-                                 __mmask16 m, __m512 (&score)[H]) {
+LLAMA_AVX512 inline void score16(const float* q, const float* kb, std::size_t hd, __mmask16 m, __m512 (&score)[H]) {
   const std::size_t hd8 = hd - hd % 8;
   for (std::size_t h = 0; h < H; ++h) score[h] = _mm512_setzero_ps();
   if (hd8 > 0) {
     __m512 l[H][8];
     for (std::size_t j = 0; j < 8; ++j) {
-      const __m512 k = _mm512_maskz_loadu_ps(m, kt + j * cap + t);
+      const __m512 k = _mm512_maskz_loadu_ps(m, kb + j * 16);
       for (std::size_t h = 0; h < H; ++h) l[h][j] = _mm512_mul_ps(_mm512_set1_ps(q[h * hd + j]), k);
     }
     for (std::size_t d = 8; d < hd8; d += 8)
       for (std::size_t j = 0; j < 8; ++j) {
-        const __m512 k = _mm512_maskz_loadu_ps(m, kt + (d + j) * cap + t);
+        const __m512 k = _mm512_maskz_loadu_ps(m, kb + (d + j) * 16);
         for (std::size_t h = 0; h < H; ++h) l[h][j] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d + j]), k, l[h][j]);
       }
     for (std::size_t h = 0; h < H; ++h)
@@ -236,7 +259,7 @@ LLAMA_AVX512 inline void score16(const float* q, const float* kt, std::size_t hd
                                _mm512_add_ps(_mm512_add_ps(l[h][1], l[h][5]), _mm512_add_ps(l[h][3], l[h][7])));
   }
   for (std::size_t d = hd8; d < hd; ++d) {
-    const __m512 k = _mm512_maskz_loadu_ps(m, kt + d * cap + t);
+    const __m512 k = _mm512_maskz_loadu_ps(m, kb + d * 16);
     for (std::size_t h = 0; h < H; ++h) score[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d]), k, score[h]);
   }
 }
@@ -248,7 +271,7 @@ LLAMA_AVX512 void scores_avx512(const AttentionArgs& a, std::size_t h0) {
   for (std::size_t t = 0; t < a.n; t += 16) {
     const __mmask16 m = tail_mask(a.n - t);
     __m512 score[H];
-    score16<H>(a.q + h0 * a.hd, kt, a.hd, a.cap, t, m, score);
+    score16<H>(a.q + h0 * a.hd, kt + t * a.hd, a.hd, m, score);
     for (std::size_t h = 0; h < H; ++h)
       _mm512_mask_storeu_ps(a.att + (h0 + h) * a.n + t, m, _mm512_div_ps(score[h], root));
   }
@@ -338,6 +361,112 @@ LLAMA_AVX512 void softmax_avx512(float* x, std::size_t rows, std::size_t n) {
   }
 }
 
+// The lane sums of 16 vectors, lane l = Σ lanes of v[l]: pairs of vectors added lane-block by lane-block, 45
+// operations for the 16 sums.
+LLAMA_AVX512 inline __m512 lane_sums16(const __m512* v) {
+  __m512 u[8], t[4], h[2];
+  for (int p = 0; p < 8; ++p)
+    u[p] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * p], v[2 * p + 1]), _mm512_unpackhi_ps(v[2 * p], v[2 * p + 1]));
+  for (int q = 0; q < 4; ++q)
+    t[q] =
+        _mm512_add_ps(_mm512_shuffle_ps(u[2 * q], u[2 * q + 1], 0x44), _mm512_shuffle_ps(u[2 * q], u[2 * q + 1], 0xee));
+  for (int r = 0; r < 2; ++r)
+    h[r] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * r], t[2 * r + 1], 0x88),
+                         _mm512_shuffle_f32x4(t[2 * r], t[2 * r + 1], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(h[0], h[1], 0x88), _mm512_shuffle_f32x4(h[0], h[1], 0xdd));
+}
+
+// e^x for x <= 0 (and -inf), lane by lane: 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 in two parts, e^r
+// by its Taylor polynomial to r^7 (|r| <= ln2 / 2: truncation below 6e-9 relative), 2^n by vscalefps (gradual
+// underflow to 0).
+LLAMA_AVX512 inline __m512 exp_nonpositive(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // e^-104 is 0 in float; -inf stays finite, NaN stays NaN
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln 2's first 16 bits: n·hi exact
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Heads sharing a K/V head one or two at a time (G), where hd is a whole number of DC = 16 / G dimensions: the
+// values transposed like the keys (kv head × hd × cap), so that the weighted sum runs over 16 positions a vector:
+// per block of 16 positions, G·DC accumulators (one vector of sums after a lane tree), instead of one broadcast
+// and one multiply-add per position, head and 8 dimensions. Three passes per K/V head: scores with their running
+// max, e^(s − max) with its sum, the values (normalized once at the end: Σ e·v / Σ e). The scores are run.c's
+// (score16); the exponentials, the order of the values' sums and the late division differ from run.c in the last
+// bits (its text: up to a near-tie).
+bool fused_shape(std::size_t group, std::size_t hd) { return (group == 1 || group == 2) && hd % (16 / group) == 0; }
+
+template <std::size_t G>
+LLAMA_AVX512 void attention_fused_avx512(const AttentionArgs& a) {
+  constexpr std::size_t DC = 16 / G;
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(a.hd)));
+  const std::size_t n = a.n, hd = a.hd, cap = a.cap;
+  for (std::size_t h0 = 0; h0 < a.heads; h0 += G) {
+    const std::size_t g = h0 / G;
+    const float* kt = a.kt + g * hd * cap;
+    const float* vt = a.vc + g * hd * cap;
+    float* att = a.att + h0 * n;
+    __m512 mx[G];
+    for (std::size_t i = 0; i < G; ++i) mx[i] = _mm512_set1_ps(-INFINITY);
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 m = tail_mask(n - t);
+      __m512 score[G];
+      score16<G>(a.q + h0 * hd, kt + t * hd, hd, m, score);
+      for (std::size_t i = 0; i < G; ++i) {
+        const __m512 sc = _mm512_mul_ps(score[i], scale);
+        mx[i] = _mm512_mask_max_ps(mx[i], m, mx[i], sc);
+        _mm512_mask_storeu_ps(att + i * n + t, m, sc);
+      }
+    }
+    __m512 sum[G];
+    for (std::size_t i = 0; i < G; ++i) {
+      mx[i] = _mm512_set1_ps(_mm512_reduce_max_ps(mx[i]));
+      sum[i] = _mm512_setzero_ps();
+    }
+    for (std::size_t t = 0; t < n; t += 16) {
+      const __mmask16 m = tail_mask(n - t);
+      for (std::size_t i = 0; i < G; ++i) {
+        const __m512 e =
+            _mm512_maskz_mov_ps(m, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, att + i * n + t), mx[i])));
+        sum[i] = _mm512_add_ps(sum[i], e);
+        _mm512_mask_storeu_ps(att + i * n + t, m, e);
+      }
+    }
+    alignas(64) float inv[16];
+    for (std::size_t i = 0; i < G; ++i) {
+      const float total = _mm512_reduce_add_ps(sum[i]);
+      for (std::size_t d = 0; d < DC; ++d) inv[i * DC + d] = total;
+    }
+    const __m512 totals = _mm512_load_ps(inv);
+    for (std::size_t d0 = 0; d0 < hd; d0 += DC) {
+      __m512 acc[16];
+      for (std::size_t l = 0; l < 16; ++l) acc[l] = _mm512_setzero_ps();
+      for (std::size_t t = 0; t < n; t += 16) {
+        const __mmask16 m = tail_mask(n - t);
+        const float* vb = vt + t * hd + d0 * 16;
+        __m512 pv[G];
+        for (std::size_t i = 0; i < G; ++i) pv[i] = _mm512_maskz_loadu_ps(m, att + i * n + t);
+        for (std::size_t d = 0; d < DC; ++d) {
+          const __m512 v = _mm512_maskz_loadu_ps(m, vb + d * 16);
+          for (std::size_t i = 0; i < G; ++i) acc[i * DC + d] = _mm512_fmadd_ps(pv[i], v, acc[i * DC + d]);
+        }
+      }
+      alignas(64) float out[16];
+      _mm512_store_ps(out, _mm512_div_ps(lane_sums16(acc), totals));
+      for (std::size_t i = 0; i < G; ++i) std::memcpy(a.out + (h0 + i) * hd + d0, out + i * DC, DC * sizeof(float));
+    }
+  }
+}
+
 LLAMA_AVX512 void attention_avx512(const AttentionArgs& a) {
   // Heads of one KV head two at a time (the group is a whole number of pairs), else one at a time.
   if (a.group % 2 == 0) {
@@ -359,7 +488,8 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
                    RunState& s) {
   const std::size_t dim = static_cast<std::size_t>(p.dim), hd = static_cast<std::size_t>(p.head_dim()),
                     kv_heads = static_cast<std::size_t>(p.n_kv_heads), hidden = static_cast<std::size_t>(p.hidden_dim),
-                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = s.capacity, n = pos + 1;
+                    group = static_cast<std::size_t>(p.n_heads / p.n_kv_heads), cap = cache_positions(s.capacity),
+                    n = pos + 1;
   float* x = s.x.data();
   float* q = s.qkv.data();
   float* k = q + dim;
@@ -371,12 +501,19 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   rotate(k, hd * kv_heads, hd, s);
 
   for (std::size_t g = 0; g < kv_heads; ++g) {
-    for (std::size_t d = 0; d < hd; ++d) key_cache[(g * hd + d) * cap + pos] = k[g * hd + d];
-    std::memcpy(value_cache + (g * cap + pos) * hd, v + g * hd, hd * sizeof(float));
+    for (std::size_t d = 0; d < hd; ++d) key_cache[blocked_index(g, d, pos, hd, cap)] = k[g * hd + d];
+    if (s.values_transposed)
+      for (std::size_t d = 0; d < hd; ++d) value_cache[blocked_index(g, d, pos, hd, cap)] = v[g * hd + d];
+    else
+      std::memcpy(value_cache + (g * cap + pos) * hd, v + g * hd, hd * sizeof(float));
   }
   const AttentionArgs args{q, key_cache, value_cache, s.att.data(), s.xb.data(), kv_heads * group, group, hd, n, cap};
 #if LLAMA_WIDE
-  if (s.wide)
+  if (s.values_transposed && group == 2)
+    attention_fused_avx512<2>(args);
+  else if (s.values_transposed)
+    attention_fused_avx512<1>(args);
+  else if (s.wide)
     attention_avx512(args);
   else
 #endif
@@ -443,7 +580,8 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
                     kv = static_cast<std::size_t>(p.kv_dim()), layers = static_cast<std::size_t>(p.n_layers);
   if (capacity == 0 || capacity > static_cast<std::size_t>(p.seq_len)) return false;
   std::size_t cache = 0;
-  if (__builtin_mul_overflow(layers, capacity, &cache) || __builtin_mul_overflow(cache, kv, &cache)) return false;
+  if (__builtin_mul_overflow(layers, cache_positions(capacity), &cache) || __builtin_mul_overflow(cache, kv, &cache))
+    return false;
   try {
     s = RunState{};
     s.capacity = capacity;
@@ -459,8 +597,8 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
     s.rope_cos.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     s.rope_sin.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
-    s.owned_f32.reserve(9 * layers);
-    s.owned_q8.reserve(2 * layers);
+    s.owned_f32.reserve(10 * layers + 1);
+    s.owned_q8.reserve(3 * layers + 1);
     s.owned_f16.reserve(7 * layers + 1);
     auto stored = [&](const ma::WeightMatrix& w) { return f16 ? to_f16(w, s) : w; };
     std::size_t weight_bytes = 0;
@@ -468,6 +606,11 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
         weight_bytes += stored_bytes(*w);
     const bool fuse = weight_bytes <= fuse_limit_bytes;
+    // A matrix still in the file: converted (f16), or in a small model copied to aligned storage.
+    auto placed = [&](const ma::WeightMatrix& w, const ma::WeightMatrix& in_file) {
+      if (w.data != in_file.data) return stored(w);
+      return f16 ? stored(w) : fuse ? aligned_copy(w, s) : w;
+    };
     for (const LayerWeights& lw : m.layers) {
       const ma::WeightMatrix qkv[3] = {lw.wq, lw.wk, lw.wv}, w13[2] = {lw.w1, lw.w3};
       PreparedLayer pl{};
@@ -483,7 +626,7 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
         pl.qkv_parts = 3;
         pl.w13_parts = 2;
       }
-      pl.wo = stored(concat(&lw.wo, 1, s));
+      pl.wo = placed(concat(&lw.wo, 1, s), lw.wo);
       pl.w2 = stored(concat(&lw.w2, 1, s));  // f16: not split (split_columns takes f32 only)
       ma::WeightMatrix head{}, tail{};
       if (split_columns(pl.w2, head, tail, s)) {
@@ -493,20 +636,22 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       }
       s.layers.push_back(pl);
     }
-    s.classifier = stored(m.classifier);
+    s.classifier = placed(m.classifier, m.classifier);
   } catch (const std::bad_alloc&) {
     return false;
   }
 #if LLAMA_WIDE
   s.wide =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && std::getenv("LLAMA_RUN_SCALAR") == nullptr;
+  s.values_transposed =
+      s.wide && fused_shape(static_cast<std::size_t>(p.n_heads / p.n_kv_heads), static_cast<std::size_t>(p.head_dim()));
 #endif
   return true;
 }
 
 const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
   const Config& p = m.config;
-  const std::size_t per_layer = s.capacity * static_cast<std::size_t>(p.kv_dim());
+  const std::size_t per_layer = cache_positions(s.capacity) * static_cast<std::size_t>(p.kv_dim());
   m.embedding_row(token, s.x.data());
   set_rope(p, pos, s);
   for (std::size_t l = 0; l < s.layers.size(); ++l)

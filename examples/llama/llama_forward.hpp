@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "llama_model.hpp"
@@ -30,21 +31,46 @@ struct PreparedLayer {
   microattn::WeightMatrix w2_tail;   // data nullptr: no split
 };
 
+// Storage on 64-byte boundaries: a weight row (or key block) that starts on a cache line is read without vector
+// loads split across two lines (the prepared f32 weights of a dim-64 model: 95 → 135 GB/s from L2, measured).
+template <class T>
+struct CacheAligned {
+  using value_type = T;
+  static constexpr std::align_val_t alignment{64};
+  CacheAligned() = default;
+  template <class U>
+  CacheAligned(const CacheAligned<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), alignment)); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, alignment); }
+  template <class U>
+  bool operator==(const CacheAligned<U>&) const noexcept {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const CacheAligned<U>&) const noexcept {
+    return false;
+  }
+};
+template <class T>
+using aligned_vector = std::vector<T, CacheAligned<T>>;
+
 // Activations and the K/V cache of one sequence of at most `capacity` tokens.
 struct RunState {
   std::size_t capacity = 0;
   std::vector<float> x, xb, xb2, hb, qkv, att, logits;
   std::vector<float> tail;  // w2_tail's input: the last hidden columns, zero-padded
   // Keys layer × kv head × head_dim × capacity (position fastest: a head's scores are vectors of positions,
-  // whatever the head dimension); values layer × kv head × capacity × head_dim.
-  std::vector<float> key_cache, value_cache;
+  // whatever the head dimension); values layer × kv head × capacity × head_dim, or as the keys where
+  // values_transposed.
+  aligned_vector<float> key_cache, value_cache;
   std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
   std::vector<PreparedLayer> layers;
-  microattn::WeightMatrix classifier{};               // the model's, or its f16 copy
-  std::vector<std::vector<float>> owned_f32;          // concatenated or dequantized weights
-  std::vector<std::vector<std::int8_t>> owned_q8;     // concatenated q8 values
-  std::vector<std::vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
-  bool wide = false;                                  // the AVX-512 attention loops (checked once here)
+  microattn::WeightMatrix classifier{};                  // the model's, or its f16 copy
+  std::vector<aligned_vector<float>> owned_f32;          // concatenated, copied or dequantized weights
+  std::vector<aligned_vector<std::int8_t>> owned_q8;     // concatenated or copied q8 values
+  std::vector<aligned_vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
+  bool wide = false;                                     // the AVX-512 attention loops (checked once here)
+  bool values_transposed = false;                        // value_cache laid out as key_cache (the fused AVX-512 path)
 };
 
 // How the prepared weights hold the model's fp32 matrices (the layers' and the classifier; the embedding rows stay

@@ -233,7 +233,7 @@ std::vector<std::vector<double>> reference_logits(const RefModel& m, const std::
 
 // ---- loader --------------------------------------------------------------------------------------------------
 
-const char* const k_models[] = {"s260k", "small", "tiny"};
+const char* const k_models[] = {"s260k", "small", "tiny", "mha32"};
 
 TEST(LlamaLoader, AcceptsGeneratedCheckpoints) {
   for (const char* name : k_models)
@@ -358,10 +358,10 @@ TEST(LlamaLoader, RefusesEveryBadHeaderField) {
 
 // ---- forward -------------------------------------------------------------------------------------------------
 
-// Twelve tokens spread over the vocabulary (fewer where seq_len is shorter).
+// 40 tokens spread over the vocabulary, across the 16-position key blocks (fewer where seq_len is shorter).
 std::vector<int> test_tokens(const llama::Model& m) {
   std::vector<int> tokens;
-  for (int i = 0; i < 12 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
+  for (int i = 0; i < 40 && i < m.config.seq_len; ++i) tokens.push_back((i * 131 + 7) % m.config.vocab_size);
   return tokens;
 }
 
