@@ -3,7 +3,43 @@
 #include <algorithm>
 #include <cmath>
 
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 intrinsics (see llama_forward.cpp)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#define LLAMA_SAMPLER_WIDE 1
+#else
+#define LLAMA_SAMPLER_WIDE 0
+#endif
+
 namespace llama {
+
+namespace {
+
+#if LLAMA_SAMPLER_WIDE
+// argmax's result by two vector passes: the largest value (vmaxps keeps its second operand, the running maximum,
+// where the element is NaN, as the scalar comparison does), then the first index holding it. x[0] is not NaN.
+__attribute__((target("avx512f"))) int argmax_avx512(const float* x, int n) noexcept {
+  const __m512 first = _mm512_set1_ps(x[0]);
+  __m512 best = first;
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1u);
+    best = _mm512_max_ps(_mm512_mask_loadu_ps(first, m, x + i), best);
+  }
+  const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(best));
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1u);
+    const __mmask16 hit = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), top, _CMP_EQ_OQ);
+    if (hit != 0) return i + __builtin_ctz(hit);
+  }
+  return 0;  // not reached: the largest value is one of x
+}
+const bool wide_argmax = __builtin_cpu_supports("avx512f");
+#endif
+
+}  // namespace
 
 std::uint32_t Rng::next_u32() noexcept {
   state ^= state >> 12;
@@ -15,6 +51,9 @@ std::uint32_t Rng::next_u32() noexcept {
 float Rng::next_f32() noexcept { return static_cast<float>(next_u32() >> 8) / 16777216.0f; }
 
 int argmax(const float* x, int n) noexcept {
+#if LLAMA_SAMPLER_WIDE
+  if (wide_argmax && n >= 16 && x[0] == x[0]) return argmax_avx512(x, n);
+#endif
   int best = 0;
   float best_value = x[0];
   for (int i = 1; i < n; ++i)

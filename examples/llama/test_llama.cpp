@@ -599,6 +599,27 @@ TEST(LlamaSampler, XorshiftStarAsRunC) {
   EXPECT_EQ(f.next_f32(), static_cast<float>(1456360119u >> 8) / 16777216.0f);
 }
 
+TEST(LlamaSampler, ArgmaxIsTheFirstLargestAcrossVectors) {
+  // run.c's rule (strict >, from x[0]): the first of equal maxima, NaN never taken after x[0], −0 equal to +0.
+  // Lengths across the 16-lane blocks, values from a few levels so that maxima repeat.
+  std::uint32_t state = 12345;
+  const auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  const float levels[] = {-1.0f, 0.0f, -0.0f, 2.5f, 2.5f, NAN, -INFINITY, INFINITY, 1e-30f};
+  for (int n = 1; n <= 70; ++n)
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (float& v : x) v = trial % 3 == 0 ? levels[next() % 9] : static_cast<float>(next() % 7) - 3.0f;
+      if (trial % 5 == 1) x[static_cast<std::size_t>(next() % n)] = NAN;
+      int want = 0;
+      for (int i = 1; i < n; ++i)
+        if (x[static_cast<std::size_t>(i)] > x[static_cast<std::size_t>(want)]) want = i;
+      ASSERT_EQ(llama::argmax(x.data(), n), want) << "n " << n << " trial " << trial;
+    }
+}
+
 TEST(LlamaSampler, RulesAndDeterminism) {
   std::vector<float> logits = {0.5f, 3.0f, 3.0f, -1.0f};
   llama::Sampler greedy(4, 0.0f, 0.9f, 1);
