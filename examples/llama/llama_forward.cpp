@@ -397,7 +397,7 @@ LLAMA_AVX512 inline __m512 exp_nonpositive(__m512 x) {
 }
 
 // Heads sharing a K/V head one or two at a time (G), where hd is a whole number of DC = 16 / G dimensions: the
-// values transposed like the keys (kv head × hd × cap), so that the weighted sum runs over 16 positions a vector:
+// values in blocks of 16 positions like the keys, so that the weighted sum runs over 16 positions a vector:
 // per block of 16 positions, G·DC accumulators (one vector of sums after a lane tree), instead of one broadcast
 // and one multiply-add per position, head and 8 dimensions. Three passes per K/V head: scores with their running
 // max, e^(s − max) with its sum, the values (normalized once at the end: Σ e·v / Σ e). The scores are run.c's
@@ -441,12 +441,12 @@ LLAMA_AVX512 void attention_fused_avx512(const AttentionArgs& a) {
         _mm512_mask_storeu_ps(att + i * n + t, m, e);
       }
     }
-    alignas(64) float inv[16];
+    alignas(64) float per_lane[16];  // lane i·DC + d: head i's sum
     for (std::size_t i = 0; i < G; ++i) {
       const float total = _mm512_reduce_add_ps(sum[i]);
-      for (std::size_t d = 0; d < DC; ++d) inv[i * DC + d] = total;
+      for (std::size_t d = 0; d < DC; ++d) per_lane[i * DC + d] = total;
     }
-    const __m512 totals = _mm512_load_ps(inv);
+    const __m512 totals = _mm512_load_ps(per_lane);
     for (std::size_t d0 = 0; d0 < hd; d0 += DC) {
       __m512 acc[16];
       for (std::size_t l = 0; l < 16; ++l) acc[l] = _mm512_setzero_ps();

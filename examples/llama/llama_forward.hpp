@@ -59,9 +59,9 @@ struct RunState {
   std::size_t capacity = 0;
   std::vector<float> x, xb, xb2, hb, qkv, att, logits;
   std::vector<float> tail;  // w2_tail's input: the last hidden columns, zero-padded
-  // Keys layer × kv head × head_dim × capacity (position fastest: a head's scores are vectors of positions,
-  // whatever the head dimension); values layer × kv head × capacity × head_dim, or as the keys where
-  // values_transposed.
+  // Keys layer × kv head × blocks of 16 positions × head_dim × 16 (capacity rounded up to 16; a head's scores are
+  // vectors of positions, whatever the head dimension); values layer × kv head × capacity × head_dim, or as the
+  // keys where values_transposed.
   aligned_vector<float> key_cache, value_cache;
   std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
   std::vector<PreparedLayer> layers;
@@ -70,7 +70,7 @@ struct RunState {
   std::vector<aligned_vector<std::int8_t>> owned_q8;     // concatenated or copied q8 values
   std::vector<aligned_vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
   bool wide = false;                                     // the AVX-512 attention loops (checked once here)
-  bool values_transposed = false;                        // value_cache laid out as key_cache (the fused AVX-512 path)
+  bool values_transposed = false;                        // value_cache blocked as key_cache (the fused AVX-512 path)
 };
 
 // How the prepared weights hold the model's fp32 matrices (the layers' and the classifier; the embedding rows stay
