@@ -40,6 +40,12 @@ void check(ma::Status st, const char* what) {
 void project(const ma::WeightMatrix& w, const float* x, float* y) {
   check(ma::linear(ma::make_view(x, 1, w.cols), w, nullptr, ma::make_view(y, 1, w.rows)), "linear");
 }
+void project(const ma::WeightMatrix& w, const PackedMatrix& packed, const float* x, float* y) {
+  if (packed.data != nullptr)
+    packed_gemv(packed, x, y);
+  else
+    project(w, x, y);
+}
 
 // As llama2.c: pairs (2i, 2i+1) of every head turn by pos · 10000^(-2i / head_dim).
 void set_rope(const Config& p, std::size_t pos, RunState& s) {
@@ -414,7 +420,7 @@ LLAMA_AVX512 void attention_fused_avx512(const AttentionArgs& a) {
     const std::size_t g = h0 / G;
     const float* kt = a.kt + g * hd * cap;
     const float* vt = a.vc + g * hd * cap;
-    float* att = a.att + h0 * n;
+    float* att = a.att + h0 * cap;  // rows cap apart: whole vectors, stored and loaded unmasked
     __m512 mx[G];
     for (std::size_t i = 0; i < G; ++i) mx[i] = _mm512_set1_ps(-INFINITY);
     for (std::size_t t = 0; t < n; t += 16) {
@@ -424,7 +430,7 @@ LLAMA_AVX512 void attention_fused_avx512(const AttentionArgs& a) {
       for (std::size_t i = 0; i < G; ++i) {
         const __m512 sc = _mm512_mul_ps(score[i], scale);
         mx[i] = _mm512_mask_max_ps(mx[i], m, mx[i], sc);
-        _mm512_mask_storeu_ps(att + i * n + t, m, sc);
+        _mm512_store_ps(att + i * cap + t, sc);
       }
     }
     __m512 sum[G];
@@ -436,9 +442,9 @@ LLAMA_AVX512 void attention_fused_avx512(const AttentionArgs& a) {
       const __mmask16 m = tail_mask(n - t);
       for (std::size_t i = 0; i < G; ++i) {
         const __m512 e =
-            _mm512_maskz_mov_ps(m, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, att + i * n + t), mx[i])));
+            _mm512_maskz_mov_ps(m, exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(att + i * cap + t), mx[i])));
         sum[i] = _mm512_add_ps(sum[i], e);
-        _mm512_mask_storeu_ps(att + i * n + t, m, e);
+        _mm512_store_ps(att + i * cap + t, e);
       }
     }
     alignas(64) float per_lane[16];  // lane i·DC + d: head i's sum
@@ -454,7 +460,7 @@ LLAMA_AVX512 void attention_fused_avx512(const AttentionArgs& a) {
         const __mmask16 m = tail_mask(n - t);
         const float* vb = vt + t * hd + d0 * 16;
         __m512 pv[G];
-        for (std::size_t i = 0; i < G; ++i) pv[i] = _mm512_maskz_loadu_ps(m, att + i * n + t);
+        for (std::size_t i = 0; i < G; ++i) pv[i] = _mm512_load_ps(att + i * cap + t);  // 0 beyond n
         for (std::size_t d = 0; d < DC; ++d) {
           const __m512 v = _mm512_maskz_loadu_ps(m, vb + d * 16);
           for (std::size_t i = 0; i < G; ++i) acc[i * DC + d] = _mm512_fmadd_ps(pv[i], v, acc[i * DC + d]);
@@ -496,7 +502,11 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   float* v = k + hd * kv_heads;
 
   rms_norm(s.xb.data(), x, w.attention_norm, dim);
-  for (std::size_t i = 0, row = 0; i < w.qkv_parts; row += w.qkv[i].rows, ++i) project(w.qkv[i], s.xb.data(), q + row);
+  if (w.qkv_packed.data != nullptr)
+    packed_gemv(w.qkv_packed, s.xb.data(), q);
+  else
+    for (std::size_t i = 0, row = 0; i < w.qkv_parts; row += w.qkv[i].rows, ++i)
+      project(w.qkv[i], s.xb.data(), q + row);
   rotate(q, dim, hd, s);
   rotate(k, hd * kv_heads, hd, s);
 
@@ -518,19 +528,23 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   else
 #endif
     attention_scalar(args);
-  project(w.wo, s.xb.data(), s.xb2.data());
+  project(w.wo, w.wo_packed, s.xb.data(), s.xb2.data());
   for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];
 
   rms_norm(s.xb.data(), x, w.ffn_norm, dim);
   float* h1 = s.hb.data();
   const float* h3 = h1 + hidden;
-  for (std::size_t i = 0, row = 0; i < w.w13_parts; row += w.w13[i].rows, ++i) project(w.w13[i], s.xb.data(), h1 + row);
+  if (w.w13_packed.data != nullptr)
+    packed_gemv(w.w13_packed, s.xb.data(), h1);
+  else
+    for (std::size_t i = 0, row = 0; i < w.w13_parts; row += w.w13[i].rows, ++i)
+      project(w.w13[i], s.xb.data(), h1 + row);
   // silu(g) = g / (1 + e^-g) as run.c writes it, with the library's vectorized exp (within 1.5 ULP of expf's).
   float* e = s.hb.data() + 2 * hidden;
   for (std::size_t i = 0; i < hidden; ++i) e[i] = -h1[i];
   check(ma::exp_elements(e, e, hidden), "exp");
   for (std::size_t i = 0; i < hidden; ++i) h1[i] = h1[i] * (1.0f / (1.0f + e[i])) * h3[i];
-  project(w.w2, h1, s.xb.data());
+  project(w.w2, w.w2_packed, h1, s.xb.data());
   if (w.w2_tail.data != nullptr) {
     std::memcpy(s.tail.data(), h1 + w.w2.cols, (hidden - w.w2.cols) * sizeof(float));
     project(w.w2_tail, s.tail.data(), s.xb2.data());
@@ -590,14 +604,14 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
     s.xb2.assign(dim, 0.0f);
     s.hb.assign(3 * hidden, 0.0f);  // w1·n, w3·n, e^-(w1·n)
     s.qkv.assign(dim + 2 * kv, 0.0f);
-    s.att.assign(static_cast<std::size_t>(p.n_heads) * capacity, 0.0f);
+    s.att.assign(static_cast<std::size_t>(p.n_heads) * cache_positions(capacity), 0.0f);
     s.logits.assign(static_cast<std::size_t>(p.vocab_size), 0.0f);
     s.key_cache.assign(cache, 0.0f);
     s.value_cache.assign(cache, 0.0f);
     s.rope_cos.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     s.rope_sin.assign(static_cast<std::size_t>(p.head_dim() / 2), 0.0f);
     // Every owned matrix is a vector of its own, reserved so that the pointers into them stay valid.
-    s.owned_f32.reserve(10 * layers + 1);
+    s.owned_f32.reserve(10 * layers + 2);
     s.owned_q8.reserve(3 * layers + 1);
     s.owned_f16.reserve(7 * layers + 1);
     auto stored = [&](const ma::WeightMatrix& w) { return f16 ? to_f16(w, s) : w; };
@@ -606,6 +620,14 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
         weight_bytes += stored_bytes(*w);
     const bool fuse = weight_bytes <= fuse_limit_bytes;
+    const bool pack = fuse && !f16 && p.version == 0 && packed_fast();  // version 0: every matrix f32
+    auto packed = [&](const ma::WeightMatrix* parts, std::size_t count) {
+      std::size_t rows = 0;
+      for (std::size_t i = 0; i < count; ++i) rows += parts[i].rows;
+      s.owned_f32.emplace_back(packed_floats(rows, parts[0].cols));
+      pack_rows(parts, count, s.owned_f32.back().data());
+      return PackedMatrix{s.owned_f32.back().data(), rows, parts[0].cols};
+    };
     // A matrix still in the file: converted (f16), or in a small model copied to aligned storage.
     auto placed = [&](const ma::WeightMatrix& w, const ma::WeightMatrix& in_file) {
       if (w.data != in_file.data) return stored(w);
@@ -616,6 +638,15 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       PreparedLayer pl{};
       pl.attention_norm = lw.attention_norm;
       pl.ffn_norm = lw.ffn_norm;
+      if (pack) {
+        pl.qkv_packed = packed(qkv, 3);
+        pl.w13_packed = packed(w13, 2);
+        pl.wo_packed = packed(&lw.wo, 1);
+        pl.w2_packed = packed(&lw.w2, 1);
+        pl.qkv_parts = pl.w13_parts = 1;
+        s.layers.push_back(pl);
+        continue;
+      }
       if (fuse) {
         pl.qkv[0] = stored(concat(qkv, 3, s));
         pl.w13[0] = stored(concat(w13, 2, s));
@@ -636,7 +667,10 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       }
       s.layers.push_back(pl);
     }
-    s.classifier = placed(m.classifier, m.classifier);
+    if (pack)
+      s.classifier_packed = packed(&m.classifier, 1);
+    else
+      s.classifier = placed(m.classifier, m.classifier);
   } catch (const std::bad_alloc&) {
     return false;
   }
@@ -657,7 +691,7 @@ const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
   for (std::size_t l = 0; l < s.layers.size(); ++l)
     decoder_layer(p, s.layers[l], pos, s.key_cache.data() + l * per_layer, s.value_cache.data() + l * per_layer, s);
   rms_norm(s.x.data(), s.x.data(), m.final_norm, static_cast<std::size_t>(p.dim));
-  project(s.classifier, s.x.data(), s.logits.data());
+  project(s.classifier, s.classifier_packed, s.x.data(), s.logits.data());
   return s.logits.data();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "llama_model.hpp"
+#include "llama_packed.hpp"
 
 namespace llama {
 
@@ -23,12 +24,15 @@ namespace llama {
 // first multiple of 128) and w2_tail (the rest, zero-padded to a multiple of 16 columns): linear's kernels for
 // one row of x keep rows of up to 128 floats in registers, and longer ones take a path several times slower
 // per element at these sizes (measured: 64 × 172 866 ns, 64 × 128 144 ns).
+// A small fp32 model on a CPU with AVX-512 (packed_fast) instead has every matrix packed (llama_packed.hpp): qkv,
+// wo, w13 and w2 (whole) in the *_packed members, the WeightMatrix members unused.
 struct PreparedLayer {
   const float* attention_norm;
   const float* ffn_norm;
   microattn::WeightMatrix qkv[3], wo, w13[2], w2;
-  std::size_t qkv_parts, w13_parts;  // 1: fused
-  microattn::WeightMatrix w2_tail;   // data nullptr: no split
+  std::size_t qkv_parts, w13_parts;                           // 1: fused
+  microattn::WeightMatrix w2_tail;                            // data nullptr: no split
+  PackedMatrix qkv_packed, wo_packed, w13_packed, w2_packed;  // data nullptr: not packed
 };
 
 // Storage on 64-byte boundaries: a weight row (or key block) that starts on a cache line is read without vector
@@ -57,16 +61,18 @@ using aligned_vector = std::vector<T, CacheAligned<T>>;
 // Activations and the K/V cache of one sequence of at most `capacity` tokens.
 struct RunState {
   std::size_t capacity = 0;
-  std::vector<float> x, xb, xb2, hb, qkv, att, logits;
+  std::vector<float> x, xb, xb2, hb, qkv, logits;
   std::vector<float> tail;  // w2_tail's input: the last hidden columns, zero-padded
   // Keys layer × kv head × blocks of 16 positions × head_dim × 16 (capacity rounded up to 16; a head's scores are
   // vectors of positions, whatever the head dimension); values layer × kv head × capacity × head_dim, or as the
   // keys where values_transposed.
   aligned_vector<float> key_cache, value_cache;
+  aligned_vector<float> att;              // n_heads rows of capacity rounded up to 16 (the fused path's row stride)
   std::vector<float> rope_cos, rope_sin;  // head_dim / 2 angles of the current position
   std::vector<PreparedLayer> layers;
   microattn::WeightMatrix classifier{};                  // the model's, or its f16 copy
-  std::vector<aligned_vector<float>> owned_f32;          // concatenated, copied or dequantized weights
+  PackedMatrix classifier_packed{};                      // data nullptr: not packed
+  std::vector<aligned_vector<float>> owned_f32;          // concatenated, copied, dequantized or packed weights
   std::vector<aligned_vector<std::int8_t>> owned_q8;     // concatenated or copied q8 values
   std::vector<aligned_vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
   bool wide = false;                                     // the AVX-512 attention loops (checked once here)

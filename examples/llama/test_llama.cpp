@@ -401,6 +401,10 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
         llama::RunState s;
         ASSERT_TRUE(llama::init_state(m, tokens.size(), s, fuse_limit));
         ASSERT_EQ(s.layers[0].qkv_parts, fuse_limit == 0 ? 3u : 1u);
+        // Packed where fused, fp32 and AVX-512 (LlamaScalar: never).
+        const bool packed = fuse_limit != 0 && v[1] == '0' && llama::packed_fast();
+        ASSERT_EQ(s.layers[0].qkv_packed.data != nullptr, packed);
+        ASSERT_EQ(s.classifier_packed.data != nullptr, packed);
         // Float rounding only (measured: 3e-6 fp32, 5e-7 q8, relative to the largest logit); the bound for q8
         // leaves room for an activation on a rounding boundary that rounds the other way in float than in double.
         expect_logits_near(m, s, tokens, want, v[1] == '0' ? 2e-5 : 1e-4);
@@ -590,6 +594,49 @@ TEST(LlamaTokenizer, RefusesBadFiles) {
     put_i32(bad, 8, len);  // token 0's length
     EXPECT_NE(status(bad, 300), S::ok) << len;
   }
+}
+
+// ---- packed weights ------------------------------------------------------------------------------------------
+
+// packed_gemv against float64 sums of the row-major rows, over row counts and column counts below, at and above
+// the 16-row tiles and 4-column blocks (and two matrices packed one after the other), x and y misaligned, 16
+// canaries on each side of y. LlamaScalar runs it on the plain loop.
+TEST(LlamaPacked, GemvMatchesFloat64AcrossTileEdges) {
+  std::uint32_t state = 12345;
+  auto next = [&] {  // uniform in [-1, 1)
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<std::int32_t>(state >> 8) - (1 << 23)) / static_cast<float>(1 << 23);
+  };
+  const float canary = -7.25e30f;
+  for (const std::size_t rows_a : {1, 3, 4, 5, 15, 16, 17, 31, 32, 33, 64, 172})
+    for (const std::size_t cols : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 63, 64, 65, 172})
+      for (const std::size_t rows_b : {0, 5}) {
+        SCOPED_TRACE(std::to_string(rows_a) + " + " + std::to_string(rows_b) + " rows x " + std::to_string(cols));
+        const std::size_t rows = rows_a + rows_b;
+        std::vector<float> w(rows * cols), x_buf(cols + 1), y_buf(rows + 32, canary);
+        for (float& v : w) v = next();
+        for (float& v : x_buf) v = next();
+        const float* x = x_buf.data() + 1;
+        float* y = y_buf.data() + 15;  // a tile's width of canaries on each side
+        const microattn::WeightMatrix parts[2] = {microattn::weights_f32(w.data(), rows_a, cols),
+                                                  microattn::weights_f32(w.data() + rows_a * cols, rows_b, cols)};
+        llama::aligned_vector<float> packed(llama::packed_floats(rows, cols), canary);
+        llama::pack_rows(parts, rows_b > 0 ? 2 : 1, packed.data());
+        llama::packed_gemv(llama::PackedMatrix{packed.data(), rows, cols}, x, y);
+        for (std::size_t r = 0; r < rows; ++r) {
+          double want = 0, size = 0;
+          for (std::size_t c = 0; c < cols; ++c) {
+            want += static_cast<double>(w[r * cols + c]) * x[c];
+            size += std::abs(static_cast<double>(w[r * cols + c]) * x[c]);
+          }
+          // Any order of float sums: within (cols + 1) units of 2^-24 of the sum of magnitudes.
+          EXPECT_LE(std::abs(y[r] - want), static_cast<double>(cols + 1) * std::ldexp(size, -24)) << "row " << r;
+        }
+        for (std::size_t i = 0; i < y_buf.size(); ++i)
+          if (i < 15 || i >= 15 + rows) {
+            EXPECT_EQ(y_buf[i], canary) << "canary " << i;
+          }
+      }
 }
 
 // ---- sampler -------------------------------------------------------------------------------------------------
