@@ -512,7 +512,7 @@ def format_cache(root):
 LLAMA = "bench/results/llama_host.txt"
 LLAMA_LABELS = {"s260k-v0": "version 0 (fp32) vs run.c",
                 "s260k-v2": "version 2, q8 group 64 (export.py's) vs runq.c",
-                "s260k-g4-v0": "version 0, the group-4 file's fp32 twin, vs run.c",
+                "s260k-g4-v0": "version 0, the group-4 file's fp32 twin (the same bytes), vs run.c",
                 "s260k-g4-v2": "version 2, q8 group 4 vs runq.c"}
 
 

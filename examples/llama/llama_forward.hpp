@@ -1,6 +1,7 @@
 // The llama2.c forward pass for one token: embedding, the decoder layers, final rms norm, classifier. Every
-// projection and the classifier go through microattn::linear (any weight format); attention over the cache is
-// the runner's own loop over head-dim-major caches (below).
+// projection and the classifier go through microattn::linear (any weight format), but for a small fp32 model on
+// AVX-512, whose matrices are packed for the runner's own product (llama_packed.hpp); attention over the cache is
+// the runner's own loop over blocked caches (below).
 #pragma once
 
 #include <cstddef>
