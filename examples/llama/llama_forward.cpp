@@ -1,10 +1,13 @@
 #include "llama_forward.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
 
 #include <microattn/softmax.hpp>
 #include <microattn/weights.hpp>
@@ -554,6 +557,40 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
 }
 
 }  // namespace
+
+namespace {
+// AddressSanitizer builds keep every buffer on its heap, which checks the bytes around each.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t mapped_bytes = SIZE_MAX;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr std::size_t mapped_bytes = SIZE_MAX;
+#else
+constexpr std::size_t mapped_bytes = std::size_t{64} << 10;
+#endif
+#else
+constexpr std::size_t mapped_bytes = std::size_t{64} << 10;
+#endif
+constexpr std::align_val_t cache_line{64};
+}  // namespace
+
+void* allocate_aligned(std::size_t bytes) {
+  if (bytes < mapped_bytes) return ::operator new(bytes, cache_line);
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MAP_POPULATE
+  flags |= MAP_POPULATE;
+#endif
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return p;
+}
+
+void deallocate_aligned(void* p, std::size_t bytes) noexcept {
+  if (bytes < mapped_bytes)
+    ::operator delete(p, cache_line);
+  else
+    munmap(p, bytes);
+}
 
 void rms_norm(float* o, const float* x, const float* weight, std::size_t n) noexcept {
   // The sum of squares as run.c's loop vectorized at -Ofast: eight lanes (j mod 8), folded (0+4, 2+6), (1+5,
