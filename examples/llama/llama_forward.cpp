@@ -556,22 +556,22 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
 }
 
-}  // namespace
-
-namespace {
-// AddressSanitizer builds keep every buffer on its heap, which checks the bytes around each.
+// Buffers from this size on get pages of their own; AddressSanitizer builds keep every buffer on its heap, which
+// checks the bytes around each.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr std::size_t mapped_bytes = SIZE_MAX;
+#define LLAMA_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-constexpr std::size_t mapped_bytes = SIZE_MAX;
-#else
-constexpr std::size_t mapped_bytes = std::size_t{64} << 10;
+#define LLAMA_ASAN 1
 #endif
+#endif
+#ifdef LLAMA_ASAN
+constexpr std::size_t mapped_bytes = SIZE_MAX;
 #else
 constexpr std::size_t mapped_bytes = std::size_t{64} << 10;
 #endif
 constexpr std::align_val_t cache_line{64};
+
 }  // namespace
 
 void* allocate_aligned(std::size_t bytes) {
@@ -657,7 +657,7 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
       for (const ma::WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3})
         weight_bytes += stored_bytes(*w);
     const bool fuse = weight_bytes <= fuse_limit_bytes;
-    const bool pack = fuse && !f16 && p.version == 0 && packed_fast();  // version 0: every matrix f32
+    const bool pack = fuse && !f16 && p.version == 0 && avx512_loops();  // version 0: every matrix f32
     auto packed = [&](const ma::WeightMatrix* parts, std::size_t count) {
       std::size_t rows = 0;
       for (std::size_t i = 0; i < count; ++i) rows += parts[i].rows;
@@ -712,8 +712,7 @@ bool init_state(const Model& m, std::size_t capacity, RunState& s, std::size_t f
     return false;
   }
 #if LLAMA_WIDE
-  s.wide =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && std::getenv("LLAMA_RUN_SCALAR") == nullptr;
+  s.wide = avx512_loops();
   s.values_transposed =
       s.wide && fused_shape(static_cast<std::size_t>(p.n_heads / p.n_kv_heads), static_cast<std::size_t>(p.head_dim()));
 #endif

@@ -25,7 +25,7 @@ namespace llama {
 // first multiple of 128) and w2_tail (the rest, zero-padded to a multiple of 16 columns): linear's kernels for
 // one row of x keep rows of up to 128 floats in registers, and longer ones take a path several times slower
 // per element at these sizes (measured: 64 × 172 866 ns, 64 × 128 144 ns).
-// A small fp32 model on a CPU with AVX-512 (packed_fast) instead has every matrix packed (llama_packed.hpp): qkv,
+// A small fp32 model on a CPU with AVX-512 (avx512_loops) instead has every matrix packed (llama_packed.hpp): qkv,
 // wo, w13 and w2 (whole) in the *_packed members, the WeightMatrix members unused.
 struct PreparedLayer {
   const float* attention_norm;

@@ -94,7 +94,7 @@ void pack_rows(const microattn::WeightMatrix* parts, std::size_t count, float* o
   }
 }
 
-bool packed_fast() noexcept {
+bool avx512_loops() noexcept {
 #if LLAMA_PACKED_X86
   static const bool avx512 =
       (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
@@ -107,7 +107,7 @@ bool packed_fast() noexcept {
 
 void packed_gemv(const PackedMatrix& w, const float* x, float* y) noexcept {
 #if LLAMA_PACKED_X86
-  if (packed_fast()) {
+  if (avx512_loops()) {
     gemv_avx512(w, x, y);
     return;
   }

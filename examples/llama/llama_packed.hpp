@@ -26,9 +26,10 @@ std::size_t packed_floats(std::size_t rows, std::size_t cols) noexcept;
 // The rows of parts[0 … count) one after another (f32, each of parts[0].cols columns) into out, packed_floats long.
 void pack_rows(const microattn::WeightMatrix* parts, std::size_t count, float* out) noexcept;
 
-// Whether packed_gemv runs its AVX-512 kernel here (an x86-64 build on a CPU with AVX-512F; LLAMA_RUN_SCALAR
-// unset). Elsewhere it is a plain loop over the same layout, which llama_run does not take.
-bool packed_fast() noexcept;
+// Whether llama_run takes its AVX-512 loops here (an x86-64 build on a CPU with AVX-512F and FMA, LLAMA_RUN_SCALAR
+// unset): packed_gemv's kernel and the attention's. Elsewhere packed_gemv is a plain loop over the same layout, which
+// llama_run does not take.
+bool avx512_loops() noexcept;
 
 // y (w.rows floats) = w·x (w.cols floats); x and y any alignment, y not overlapping x.
 void packed_gemv(const PackedMatrix& w, const float* x, float* y) noexcept;

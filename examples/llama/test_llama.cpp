@@ -402,7 +402,7 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
         ASSERT_TRUE(llama::init_state(m, tokens.size(), s, fuse_limit));
         ASSERT_EQ(s.layers[0].qkv_parts, fuse_limit == 0 ? 3u : 1u);
         // Packed where fused, fp32 and AVX-512 (LlamaScalar: never).
-        const bool packed = fuse_limit != 0 && v[1] == '0' && llama::packed_fast();
+        const bool packed = fuse_limit != 0 && v[1] == '0' && llama::avx512_loops();
         ASSERT_EQ(s.layers[0].qkv_packed.data != nullptr, packed);
         ASSERT_EQ(s.classifier_packed.data != nullptr, packed);
         // Float rounding only (measured: 3e-6 fp32, 5e-7 q8, relative to the largest logit); the bound for q8
