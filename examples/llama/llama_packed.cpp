@@ -35,32 +35,29 @@ void gemv_plain(const PackedMatrix& w, const float* x, float* y) noexcept {
 }
 
 #if LLAMA_PACKED_X86
+// One block: its 4 vectors times x's 4 columns (xc) in every quarter, into the 4 accumulators.
+__attribute__((target("avx512f,fma"), always_inline)) inline void block_avx512(const float* p, const float* xc,
+                                                                               __m512 (&a)[4]) noexcept {
+  const __m512 xb = _mm512_broadcast_f32x4(_mm_loadu_ps(xc));
+  for (int g = 0; g < 4; ++g) a[g] = _mm512_fmadd_ps(_mm512_load_ps(p + 16 * g), xb, a[g]);
+}
+
 __attribute__((target("avx512f,fma"))) void gemv_avx512(const PackedMatrix& w, const float* x, float* y) noexcept {
   const std::size_t full = w.cols / block_cols, blocks = blocks_of(w.cols);
   alignas(16) float x_tail[block_cols] = {};  // the last cols % 4 columns, zero-padded: nothing read past x
   std::memcpy(x_tail, x + full * block_cols, (w.cols - full * block_cols) * sizeof(float));
   const float* p = w.data;
   for (std::size_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
 #pragma GCC unroll 4
-    for (std::size_t b = 0; b < full; ++b, p += block_floats) {
-      const __m512 xb = _mm512_broadcast_f32x4(_mm_loadu_ps(x + b * block_cols));
-      a0 = _mm512_fmadd_ps(_mm512_load_ps(p), xb, a0);
-      a1 = _mm512_fmadd_ps(_mm512_load_ps(p + 16), xb, a1);
-      a2 = _mm512_fmadd_ps(_mm512_load_ps(p + 32), xb, a2);
-      a3 = _mm512_fmadd_ps(_mm512_load_ps(p + 48), xb, a3);
-    }
+    for (std::size_t b = 0; b < full; ++b, p += block_floats) block_avx512(p, x + b * block_cols, a);
     if (full < blocks) {
-      const __m512 xb = _mm512_broadcast_f32x4(_mm_load_ps(x_tail));
-      a0 = _mm512_fmadd_ps(_mm512_load_ps(p), xb, a0);
-      a1 = _mm512_fmadd_ps(_mm512_load_ps(p + 16), xb, a1);
-      a2 = _mm512_fmadd_ps(_mm512_load_ps(p + 32), xb, a2);
-      a3 = _mm512_fmadd_ps(_mm512_load_ps(p + 48), xb, a3);
+      block_avx512(p, x_tail, a);
       p += block_floats;
     }
     // Per 128-bit quarter i: the 4 column sums of groups 0 … 3, so lane 4i + g is row r0 + 4i + g.
-    const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-    const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+    const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
     const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
                                       _mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
     const std::size_t left = w.rows - r0;
