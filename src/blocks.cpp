@@ -52,10 +52,9 @@ float pow2(int k) noexcept {
 }
 
 // The power of two a row with max |x| = m > 0 is scaled by: m·2^k in [1, 2) (at most 2^126 for subnormal
-// m), so squares and their sums neither overflow nor lose bits. Only down when the sum overflowed (its squares
-// are then at least 2^128/n: eps·2^(2k) may underflow where it was negligible anyway), only up when it
-// underflowed (a huge row whose deviations are tiny, or 0, is left as it is), and never so far up that
-// eps·2^(2k) passes 2^101.
+// m), so squares and their sums neither overflow nor lose bits. Only down when the sum overflowed (eps·2^(2k) may
+// then underflow: scaled_eps), only up when it underflowed (a huge row whose deviations are tiny, or 0, is left as
+// it is), and never so far up that eps·2^(2k) passes 2^101.
 float row_scale(float m, float eps, bool overflowed) noexcept {
   const int e = static_cast<int>(float_bits(m) >> 23);
   int k = e == 0 ? 126 : 127 - e;
@@ -66,6 +65,15 @@ float row_scale(float m, float eps, bool overflowed) noexcept {
     k = k < limit ? k : limit;
   }
   return pow2(k);
+}
+
+// eps·s² for a row rescaled by s. Scaled down it may underflow (or flush) to 0: negligible against the variance of
+// a row whose elements differ, which the scaling keeps far above FLT_MIN, but not against a constant row's 0 (its
+// sums overflow through the mean's rounding alone), whose deviations 0 must give 0, not 0·inf. So a positive eps
+// stays at least FLT_MIN; eps = 0 stays 0 (PyTorch's NaN).
+float scaled_eps(float eps, float s) noexcept {
+  const float e = eps * s * s;
+  return eps > 0.0f && e < FLT_MIN ? FLT_MIN : e;
 }
 
 }  // namespace
@@ -90,7 +98,7 @@ void layer_norm_row(const float* x, std::size_t n, const float* w, const float* 
     if (m <= 0.0f) break;
     s = row_scale(m, eps, s2 > FLT_MAX);
     if (s == 1.0f) break;
-    eps = eps * s * s;
+    eps = scaled_eps(eps, s);
   }
   // Corrected two-pass: the mean's own rounding, measured by Σd, is taken out of both the mean and the variance.
   const float c = s1 / nf;
@@ -118,7 +126,7 @@ void rms_norm_row(const float* x, std::size_t n, const float* w, float eps, floa
     if (m <= 0.0f) break;  // all zeros (or NaNs): nothing to scale
     s = row_scale(m, eps, ss > FLT_MAX);
     if (s == 1.0f) break;
-    eps = eps * s * s;
+    eps = scaled_eps(eps, s);
   }
   const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
   for (std::size_t i = 0; i < n; ++i) {

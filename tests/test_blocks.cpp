@@ -263,6 +263,179 @@ TEST(Blocks, RmsNormNonFinite) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(y[i]));
 }
 
+// ---- rows at float's limits ---------------------------------------------------------------------------------
+// Rows of one magnitude a, every power of two 2⁻¹⁴⁹ … 2¹²⁷ and FLT_MAX of both signs, in shapes whose statistics sit
+// at float's edges: constant (variance 0), one element one or three ulps off (a variance of about ulp²), and
+// alternating around 0 (±a) or around a (a, a·(1 + 2⁻ᵏ)). At the extremes their sums overflow or underflow in
+// float, where the norms rescale the row: that rescaling must keep eps from vanishing against a variance of 0.
+enum class Shape { constant, ulp_up, ulp_down, ulps_up3, plus_minus, ratio_1, ratio_12, ratio_23 };
+const Shape all_shapes[] = {Shape::constant,   Shape::ulp_up,  Shape::ulp_down, Shape::ulps_up3,
+                            Shape::plus_minus, Shape::ratio_1, Shape::ratio_12, Shape::ratio_23};
+const char* shape_name(Shape s) {
+  switch (s) {
+    case Shape::constant: return "constant";
+    case Shape::ulp_up: return "one ulp up";
+    case Shape::ulp_down: return "one ulp down";
+    case Shape::ulps_up3: return "three ulps up";
+    case Shape::plus_minus: return "+a, -a";
+    case Shape::ratio_1: return "a, a(1 + 2^-1)";
+    case Shape::ratio_12: return "a, a(1 + 2^-12)";
+    default: return "a, a(1 + 2^-23)";
+  }
+}
+
+// k ulps away from 0 (up) or towards it; FLT_MAX, which has no float above it, goes towards 0 either way.
+float ulps_off(float a, int k, bool up) {
+  const float to = up && std::fabs(a) < FLT_MAX ? std::copysign(inf, a) : 0.0f;
+  for (int i = 0; i < k; ++i) a = std::nextafter(a, to);
+  return a;
+}
+
+void fill_limit_row(float* x, std::size_t n, Shape s, float a) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = a;
+  switch (s) {
+    case Shape::constant: break;
+    case Shape::ulp_up: x[n / 2] = ulps_off(a, 1, true); break;
+    case Shape::ulp_down: x[n / 2] = ulps_off(a, 1, false); break;
+    case Shape::ulps_up3: x[n / 2] = ulps_off(a, 3, true); break;
+    case Shape::plus_minus:
+      for (std::size_t i = 1; i < n; i += 2) x[i] = -a;
+      break;
+    default: {
+      const int k = s == Shape::ratio_1 ? 1 : s == Shape::ratio_12 ? 12 : 23;
+      const float up = a * (1.0f + std::ldexp(1.0f, -k));  // exact for normal powers of two; rounded below
+      const float b = std::isfinite(up) ? up : a * (1.0f - std::ldexp(1.0f, -k));
+      for (std::size_t i = 1; i < n; i += 2) x[i] = b;
+    }
+  }
+}
+
+std::vector<float> limit_magnitudes() {
+  std::vector<float> v;
+  for (int e = -149; e <= 127; ++e) v.push_back(std::ldexp(1.0f, e));
+  v.push_back(FLT_MAX);
+  const std::size_t positive = v.size();
+  for (std::size_t i = 0; i < positive; ++i) v.push_back(-v[i]);
+  return v;
+}
+
+std::vector<std::size_t> limit_row_lengths() {
+#if MICROATTN_TEST_EMULATED
+  const std::size_t long_row = 257;
+#else
+  const std::size_t long_row = 1000;
+#endif
+  return {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, long_row};
+}
+
+struct LimitCase {
+  bool rms, weight, bias, in_place;
+};
+const char* limit_case_name(const LimitCase& c) {
+  if (c.rms) return c.weight ? "rms_norm weight" : "rms_norm no weight, in place";
+  return c.weight ? "layer_norm weight bias" : "layer_norm no weight no bias, in place";
+}
+
+// The bounds' absolute term: 2⁻¹⁴⁹, or where the result is subnormal the headers' (|w| + 1)·2⁻¹⁴⁹ (a rounding to
+// 2⁻¹⁴⁹ before the weight and one after).
+double subnormal_slack(double want, double w) {
+  return std::fabs(want) < FLT_MIN ? (std::fabs(w) + 1.0) * min_sub : min_sub;
+}
+
+// Runs one norm over every magnitude's row of one shape and length (32 rows a call), counting the outputs that
+// are not finite, a constant row's layer norm that is not exactly the bias (0 before it: PyTorch's 0·rsqrt(eps)),
+// and the others outside the norm's bound against the double reference (the sweeps' tolerance). eps = 0 skips the
+// rows the norm defines as 0/0 (NaN, as PyTorch): a constant row for layer_norm, a row of zeros for rms_norm.
+void check_limit_rows(std::size_t n, Shape shape, const LimitCase& c, float eps, std::size_t& bad,
+                      std::size_t& checked) {
+  const std::vector<float> mags = limit_magnitudes();
+  Uniform g(static_cast<std::uint32_t>(n * 131 + static_cast<int>(shape)));
+  std::vector<float> w(n), b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    w[i] = c.rms ? 2.0f * g() : 0.5f + g();
+    b[i] = 0.25f * g();
+  }
+  const float* wp = c.weight ? w.data() : nullptr;
+  const float* bp = c.bias ? b.data() : nullptr;
+  auto fail = [&](float a, std::size_t col, const char* what, double got, double want) {
+    if (++bad <= 8)
+      ADD_FAILURE() << limit_case_name(c) << ", n " << n << ", " << shape_name(shape) << ", a " << a << ", eps " << eps
+                    << ", col " << col << ": " << what << ": got " << got << " want " << want;
+  };
+  for (std::size_t first = 0; first < mags.size(); first += 32) {
+    const std::size_t rows = std::min<std::size_t>(32, mags.size() - first);
+    Guarded x(rows, n, n + 3), y(rows, n, n + 5);
+    for (std::size_t r = 0; r < rows; ++r) fill_limit_row(&x.at(r, 0), n, shape, mags[first + r]);
+    const Guarded x0 = x;
+    Guarded& out = c.in_place ? x : y;
+    const ma::Status s = c.rms ? ma::rms_norm_rows(x.cview(), wp, eps, out.view())
+                               : ma::layer_norm_rows(x.cview(), wp, bp, eps, out.view());
+    if (s != ma::Status::ok) {
+      fail(mags[first], 0, "status not ok", 0, 0);
+      continue;
+    }
+    if (!out.canaries_intact()) fail(mags[first], 0, "written outside y", 0, 0);
+    if (!c.in_place && x.snapshot() != x0.snapshot()) fail(mags[first], 0, "input written", 0, 0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float a = mags[first + r];
+      const float* xr = x0.data() + r * x0.stride();
+      bool constant = true, zero = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        constant = constant && xr[i] == xr[0];
+        zero = zero && xr[i] == 0.0f;
+      }
+      if (eps == 0.0f && (c.rms ? zero : constant)) continue;
+      ++checked;
+      if (c.rms) {
+        double ss = 0;
+        for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        const double rs = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+        for (std::size_t i = 0; i < n; ++i) {
+          const double wi = c.weight ? w[i] : 1.0, want = xr[i] * rs * wi, got = out.at(r, i);
+          const double tol = ma::rms_norm_error_factor(n) * u * std::fabs(want) + subnormal_slack(want, wi);
+          if (!std::isfinite(got) || !(std::fabs(got - want) <= tol))
+            fail(a, i, std::isfinite(got) ? "outside the bound" : "not finite", got, want);
+        }
+        continue;
+      }
+      const RowStats st = layer_norm_stats(xr, n, eps);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double wi = c.weight ? w[i] : 1.0, bi = c.bias ? b[i] : 0.0, got = out.at(r, i);
+        const double z = (xr[i] - st.mean) / st.sigma_eps, want = z * wi + bi;
+        const double tol = std::fabs(wi) * (ma::layer_norm_error_factor(n) * u * (std::fabs(z) + 1.0) +
+                                            4 * u * std::fabs(st.mean) / st.sigma_eps) +
+                           2 * u * std::fabs(bi) + subnormal_slack(want, wi);
+        const char* wrong = !std::isfinite(got)                            ? "not finite"
+                            : constant && got != bi                        ? "constant row, not the bias"
+                            : !constant && !(std::fabs(got - want) <= tol) ? "outside the bound"
+                                                                           : nullptr;
+        if (wrong != nullptr) fail(a, i, wrong, got, want);
+      }
+    }
+  }
+}
+
+void check_norms_at_limits(bool rms) {
+  const LimitCase cases[] = {{rms, true, !rms, false}, {rms, false, false, true}};
+  std::size_t bad = 0, checked = 0;
+  for (std::size_t n : limit_row_lengths())
+    for (Shape shape : all_shapes)
+      for (const LimitCase& c : cases)
+        for (float eps : {1e-5f, 1e-6f, 0.0f}) check_limit_rows(n, shape, c, eps, bad, checked);
+  EXPECT_EQ(bad, 0u) << "outputs wrong, of " << checked << " rows";
+  std::printf("%s: %zu rows at float's limits\n", rms ? "rms_norm_rows" : "layer_norm_rows", checked);
+}
+
+// {1e30, 1e30, 1e30} with eps 1e-5: the bias, as PyTorch (rescaled, eps once underflowed to 0 and gave −nan).
+TEST(Blocks, LayerNormRowsAtFloatLimits) {
+  const float x[3] = {1e30f, 1e30f, 1e30f}, bias[3] = {0.5f, -1.0f, 0.0f};
+  float y[3];
+  ASSERT_EQ(ma::layer_norm_rows(ma::make_view(x, 1, 3), nullptr, bias, 1e-5f, ma::make_view(y, 1, 3)), ma::Status::ok);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], bias[i]) << i;
+  check_norms_at_limits(false);
+}
+TEST(Blocks, RmsNormRowsAtFloatLimits) { check_norms_at_limits(true); }
+
 // ---- activations --------------------------------------------------------------------------------------------
 double ref_activation(ma::Activation a, double x) {
   switch (a) {

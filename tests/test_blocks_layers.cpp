@@ -4,6 +4,7 @@
 // token by token by append. Outputs inside canaries; every error leaves y (and the cache) untouched.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -397,6 +398,69 @@ TEST(BlocksLayers, DecoderSharedScratchTwoLayers) {
   EXPECT_EQ(l1->append(ma::MatrixView<const float>{x.data(), 1, dD, dD}, ma::MatrixView<float>{tail, 1, dD, dD}), ma::Status::aliasing);
   EXPECT_EQ(l1->append(ma::MatrixView<const float>{tail, 1, dD, dD}, ma::MatrixView<float>{x.data(), 1, dD, dD}), ma::Status::aliasing);
   EXPECT_EQ(l1->cached(), cached);
+}
+
+// ---- rows of huge values -------------------------------------------------------------------------------------
+// Constant rows, and rows alternating in sign by column or row by row, of magnitudes where the norms' float sums
+// overflow: the norms rescale them (a constant row's layer norm is its bias), and every output is finite and near
+// the float64 model. Post-norm projects x itself, so its magnitudes stay where the projections do not overflow
+// (PyTorch's would give inf there too); pre-norm and the decoder add bounded terms to x, up to FLT_MAX.
+enum class Huge { constant, by_column, by_row };
+void fill_huge(Guarded& x, Huge h, float a) {
+  for (std::size_t r = 0; r < x.rows(); ++r)
+    for (std::size_t c = 0; c < x.cols(); ++c)
+      x.at(r, c) = h == Huge::constant ? a : (h == Huge::by_column ? c : r) % 2 == 1 ? -a : a;
+}
+::testing::AssertionResult all_finite(const Guarded& y) {
+  for (std::size_t r = 0; r < y.rows(); ++r)
+    for (std::size_t c = 0; c < y.cols(); ++c)
+      if (!std::isfinite(y.at(r, c)))
+        return ::testing::AssertionFailure() << "(" << r << "," << c << "): " << y.at(r, c);
+  return ::testing::AssertionSuccess();
+}
+const float huge_values[] = {1e30f, -1e30f, 0x1p100f, 1e38f, FLT_MAX, -FLT_MAX};
+
+TEST(BlocksLayers, EncoderHugeRowsStayFinite) {
+  const EncoderModel model(31);
+  for (bool norm_first : {false, true})
+    for (float a : huge_values)
+      for (Huge h : {Huge::constant, Huge::by_column, Huge::by_row}) {
+        if (!norm_first && std::fabs(a) > 1e30f) continue;
+        ma::EncoderLayerConfig c;
+        c.norm_first = norm_first;
+        c.activation = ma::Activation::gelu;
+        c.layer_norm_eps = 1e-5f;
+        auto layer = std::make_unique<ma::TransformerEncoderLayer<kSeq, kD, kH, kFF>>(model.weights(), c);
+        Guarded x(5, kD, kD + 3), y(5, kD, kD + 1);
+        fill_huge(x, h, a);
+        const Mat want = model.reference(to_double(x), 5, c, false);
+        ASSERT_EQ(layer->forward(x.cview(), y.view()), ma::Status::ok);
+        EXPECT_TRUE(all_finite(y)) << "norm_first " << norm_first << " a " << a << " shape " << int(h);
+        EXPECT_TRUE(rows_near(y, want)) << "norm_first " << norm_first << " a " << a << " shape " << int(h);
+      }
+}
+
+TEST(BlocksLayers, DecoderHugeRowsStayFinite) {
+  const DecoderModel model(17);
+  ma::DecoderLayerConfig c;
+  c.attention.rope_theta = 10000.0f;
+  c.rms_norm_eps = 1e-5f;
+  for (float a : huge_values)
+    for (Huge h : {Huge::constant, Huge::by_column, Huge::by_row}) {
+      auto layer = std::make_unique<Decoder>(model.weights(), c);
+      Guarded x(5, dD, dD + 2), y(5, dD, dD + 1);
+      fill_huge(x, h, a);
+      const Mat want = model.reference(to_double(x), 5, 10000.0, false, 1e-5);
+      // A prompt of 4 rows, then the fifth appended.
+      ASSERT_EQ(layer->forward(ma::MatrixView<const float>{x.data(), 4, dD, x.stride()},
+                               ma::MatrixView<float>{y.data(), 4, dD, y.stride()}),
+                ma::Status::ok);
+      ASSERT_EQ(layer->append(ma::MatrixView<const float>{x.data() + 4 * x.stride(), 1, dD, x.stride()},
+                              ma::MatrixView<float>{y.data() + 4 * y.stride(), 1, dD, y.stride()}),
+                ma::Status::ok);
+      EXPECT_TRUE(all_finite(y)) << "a " << a << " shape " << int(h);
+      EXPECT_TRUE(rows_near(y, want)) << "a " << a << " shape " << int(h);
+    }
 }
 
 // ---- bad input: the status, and y, the cache and the position untouched ----------------------------------------

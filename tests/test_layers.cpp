@@ -1,9 +1,11 @@
 // MultiHeadAttention / SelfAttention against a double-precision reference of PyTorch's
 // nn.MultiheadAttention math: random weights and biases, grouped-query heads, no out projection,
-// cross-attention, in-place use, the tutorial's seed example, the RAM formula and the bad-input contract.
+// cross-attention, in-place use, the tutorial's seed example, the RAM formula, the bad-input contract and the size
+// functions at size_t's edge (exact, or SIZE_MAX).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -174,6 +176,137 @@ TEST(Layers, RamIsTheDocumentedFormula) {
       "GQA stores only KvHeads of K and V");
   static_assert(ma::SelfAttention<3, 2>::HeadDim == 2, "SelfAttention has one head");
   RecordProperty("MultiHeadAttention_64_64_4_ram_bytes", std::to_string(L::ram_bytes));
+}
+
+// ---- size functions at size_t's edge ---------------------------------------------------------------------------
+// Every public size function against its documented formula, evaluated exactly in a wider type: where that fits a
+// size_t, the value; where it does not, SIZE_MAX (never a wrapped, plausible-looking size).
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 Wide;  // not ISO C++: __extension__ keeps -Wpedantic quiet
+#else
+using Wide = unsigned long long;
+static_assert(sizeof(std::size_t) < sizeof(Wide), "the exact sizes need a type wider than size_t");
+#endif
+constexpr std::size_t size_max = SIZE_MAX;
+
+// The largest x for which exact(x) (non-decreasing in x) fits a size_t: bisection, exact(0) fitting and
+// exact(SIZE_MAX) not.
+template <class Exact>
+std::size_t largest_fitting(Exact exact) {
+  std::size_t lo = 0, hi = size_max;
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (exact(mid) <= size_max ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// f at the largest argument that fits gives the exact size; one more, and SIZE_MAX, give SIZE_MAX.
+template <class F, class Exact>
+::testing::AssertionResult saturates_at_edge(F f, Exact exact) {
+  if (exact(0) > size_max || exact(size_max) <= size_max)
+    return ::testing::AssertionFailure() << "no edge: exact(0) must fit and exact(SIZE_MAX) must not";
+  const std::size_t x = largest_fitting(exact);
+  const std::size_t want = static_cast<std::size_t>(exact(x));
+  if (f(x) != want) return ::testing::AssertionFailure() << "f(" << x << ") = " << f(x) << ", exact " << want;
+  if (f(x + 1) != size_max)
+    return ::testing::AssertionFailure() << "f(" << x + 1 << ") = " << f(x + 1) << ", not SIZE_MAX (it overflows)";
+  if (f(size_max) != size_max) return ::testing::AssertionFailure() << "f(SIZE_MAX) = " << f(size_max);
+  return ::testing::AssertionSuccess();
+}
+
+// The documented formulas (attention.hpp, layers.hpp, blocks.hpp), exact.
+constexpr Wide bq = ma::attention_block_q, bkv = ma::attention_block_kv, ffn_rows = ma::block_ffn_rows;
+Wide exact_workspace(Wide dk, Wide dv) { return bq * (dk + dv + bkv + 3) + 16; }
+Wide exact_scratch(Wide d, Wide heads) { return 2 * bq * d + exact_workspace(d / heads, d / heads); }
+Wide exact_cache(Wide seq, Wide d, Wide heads, Wide kv) { return 2 * seq * kv * (d / heads); }
+Wide exact_block(Wide hd) { return 2 * ((bkv + 3) / 4) * hd; }
+Wide exact_scratch(Wide d, Wide heads, ma::Format f) {
+  return exact_scratch(d, heads) + (f == ma::Format::f32 ? 0 : exact_block(d / heads));
+}
+Wide exact_cache_bytes(Wide seq, Wide d, Wide heads, Wide kv, ma::Format f) {
+  const Wide e = exact_cache(seq, d, heads, kv);
+  return f == ma::Format::f32 ? 4 * e : f == ma::Format::f16 ? 2 * e : e + 4 * 2 * seq * kv;
+}
+Wide exact_encoder(Wide d, Wide heads, Wide ff) { return exact_scratch(d, heads) + ffn_rows * (d + ff); }
+Wide exact_decoder(Wide d, Wide heads, Wide hidden, ma::Format f) {
+  return exact_scratch(d, heads, f) + ffn_rows * (d + 2 * hidden);
+}
+
+// At compile time too, where the templates' static constexpr members and static_asserts use them (edges that hold
+// on every target: no tile size in them).
+static_assert(ma::layer_cache_floats(SIZE_MAX / 2, 1, 1, 1) == SIZE_MAX - 1, "the largest cache that fits");
+static_assert(ma::layer_cache_floats(SIZE_MAX / 2 + 1, 1, 1, 1) == SIZE_MAX, "one row more saturates");
+static_assert(ma::layer_cache_floats(2, SIZE_MAX, 1, SIZE_MAX) == SIZE_MAX, "kv_heads·head_dim saturates");
+static_assert(ma::layer_cache_floats(SIZE_MAX, 64, 4, 0) == 0, "a factor 0 is 0, not SIZE_MAX");
+static_assert(ma::layer_cache_bytes(SIZE_MAX / 8, 1, 1, 1, ma::Format::f32) == SIZE_MAX - 7, "f32 edge");
+static_assert(ma::layer_cache_bytes(SIZE_MAX / 8 + 1, 1, 1, 1, ma::Format::f32) == SIZE_MAX, "f32 past it");
+static_assert(ma::layer_cache_bytes(SIZE_MAX / 4, 1, 1, 1, ma::Format::f16) == SIZE_MAX - 3, "f16 edge");
+static_assert(ma::layer_cache_bytes(SIZE_MAX / 4 + 1, 1, 1, 1, ma::Format::f16) == SIZE_MAX, "f16 past it");
+static_assert(ma::layer_cache_bytes(SIZE_MAX / 10, 1, 1, 1, ma::Format::q8) == SIZE_MAX / 10 * 10, "q8 edge");
+static_assert(ma::layer_cache_bytes(SIZE_MAX / 10 + 1, 1, 1, 1, ma::Format::q8) == SIZE_MAX, "q8 past it");
+static_assert(ma::layer_cache_block_floats(SIZE_MAX) == SIZE_MAX, "conversion block");
+static_assert(ma::attention_workspace_floats(SIZE_MAX, 0) == SIZE_MAX, "workspace");
+static_assert(ma::layer_scratch_floats(SIZE_MAX, 1) == SIZE_MAX, "scratch");
+static_assert(ma::layer_scratch_floats(SIZE_MAX / 2, 1, ma::Format::q8) == SIZE_MAX, "scratch with a q8 cache");
+static_assert(ma::encoder_layer_scratch_floats(1, 8, 1, SIZE_MAX - 7) == SIZE_MAX, "model_dim + feed_forward");
+static_assert(ma::decoder_layer_scratch_floats(1, 8, 1, SIZE_MAX / 2) == SIZE_MAX, "model_dim + 2·hidden");
+static_assert(ma::decoder_layer_scratch_floats(1, 8, 1, SIZE_MAX, static_cast<ma::Format>(3)) == 0, "bad format: 0");
+static_assert(ma::layer_cache_bytes(SIZE_MAX, 1, 1, 1, static_cast<ma::Format>(3)) == 0, "bad format: 0");
+
+TEST(Layers, SizeFunctionsSaturate) {
+  using F = ma::Format;
+  using Z = std::size_t;
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::attention_workspace_floats(x, 1); },
+                                [](Z x) { return exact_workspace(x, 1); }));
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::attention_workspace_floats(64, x); },
+                                [](Z x) { return exact_workspace(64, x); }));
+  for (Z heads : {1, 4}) {
+    EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::layer_scratch_floats(x, heads); },
+                                  [=](Z x) { return exact_scratch(x, heads); }))
+        << "heads " << heads;
+    for (F f : {F::f32, F::f16, F::q8})
+      EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::layer_scratch_floats(x, heads, f); },
+                                    [=](Z x) { return exact_scratch(x, heads, f); }))
+          << "heads " << heads << " format " << int(f);
+  }
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::layer_cache_floats(x, 64, 4, 2); },
+                                [](Z x) { return exact_cache(x, 64, 4, 2); }));
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::layer_cache_floats(3, x, 1, 1); },
+                                [](Z x) { return exact_cache(3, x, 1, 1); }));
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::layer_cache_floats(3, 64, 4, x); },
+                                [](Z x) { return exact_cache(3, 64, 4, x); }));
+  EXPECT_TRUE(
+      saturates_at_edge([](Z x) { return ma::layer_cache_block_floats(x); }, [](Z x) { return exact_block(x); }));
+  for (F f : {F::f32, F::f16, F::q8}) {
+    EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::layer_cache_bytes(x, 64, 4, 2, f); },
+                                  [=](Z x) { return exact_cache_bytes(x, 64, 4, 2, f); }))
+        << "format " << int(f);
+    EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::layer_cache_bytes(3, x, 1, 1, f); },
+                                  [=](Z x) { return exact_cache_bytes(3, x, 1, 1, f); }))
+        << "format " << int(f);
+    EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::layer_cache_bytes(3, 64, 4, x, f); },
+                                  [=](Z x) { return exact_cache_bytes(3, 64, 4, x, f); }))
+        << "format " << int(f);
+    EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::decoder_layer_scratch_floats(1, 8, 1, x, f); },
+                                  [=](Z x) { return exact_decoder(8, 1, x, f); }))
+        << "format " << int(f);
+    EXPECT_TRUE(saturates_at_edge([=](Z x) { return ma::decoder_layer_scratch_floats(size_max, x, 2, 1, f); },
+                                  [=](Z x) { return exact_decoder(x, 2, 1, f); }))
+        << "format " << int(f);
+  }
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::encoder_layer_scratch_floats(1, 8, 1, x); },
+                                [](Z x) { return exact_encoder(8, 1, x); }));
+  EXPECT_TRUE(saturates_at_edge([](Z x) { return ma::encoder_layer_scratch_floats(size_max, x, 1, 1); },
+                                [](Z x) { return exact_encoder(x, 1, 1); }));
+  // Sizes that once wrapped (to 3376, 3184 and a small scratch on 64-bit targets).
+  EXPECT_EQ(ma::decoder_layer_scratch_floats(1, 8, 1, size_max / 2), size_max);
+  EXPECT_EQ(ma::encoder_layer_scratch_floats(1, 8, 1, size_max - 7), size_max);
+  EXPECT_EQ(ma::layer_scratch_floats(size_max / 64 + 1, 1), size_max);
+  // An invalid format is 0 still, overflowing or not.
+  EXPECT_EQ(ma::layer_scratch_floats(size_max, 1, static_cast<F>(3)), 0u);
+  EXPECT_EQ(ma::layer_cache_bytes(size_max, 64, 4, 2, static_cast<F>(3)), 0u);
+  EXPECT_EQ(ma::decoder_layer_scratch_floats(1, 8, 1, size_max, static_cast<F>(3)), 0u);
 }
 
 }  // namespace

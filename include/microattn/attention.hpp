@@ -22,20 +22,26 @@ struct AttentionOptions {
 // Largest head size attention() takes (d_k and d_v); larger gives invalid_shape.
 constexpr std::size_t attention_max_head_dim = 1u << 16;
 
+namespace detail {
+// The size functions' arithmetic (here, layers.hpp, blocks.hpp), one rule for all: a size that would exceed
+// SIZE_MAX is SIZE_MAX, and stays so through every later sum, or product with a nonzero factor.
+constexpr std::size_t size_max = static_cast<std::size_t>(-1);
+constexpr std::size_t size_add(std::size_t a, std::size_t b) noexcept { return a > size_max - b ? size_max : a + b; }
+constexpr std::size_t size_mul(std::size_t a, std::size_t b) noexcept {
+  return b != 0 && a > size_max / b ? size_max : a * b;
+}
+}  // namespace detail
+
 // Scratch floats that attention() needs. It depends on the head sizes only, never on n_q or n_kv:
 //   attention_block_q · (d_k + d_v + attention_block_kv + 3) + 16
 // i.e. one query tile of Q (transposed, pre-scaled) and of the output accumulator, one block of scores, the
 // running max / sum / rescale factor per query, and 16 floats to align it all to 64 bytes. With the default
 // tiles (32 × 64; 4 × 16 on Cortex-M) and d_k = d_v = 64: 6256 floats = 24.4 KiB (Cortex-M: 604 floats).
-// The workspace pointer must be float-aligned (4 bytes), nothing more. Where the formula exceeds SIZE_MAX it
-// saturates at SIZE_MAX, so no real workspace is large enough (attention() rejects such head sizes anyway).
+// The workspace pointer must be float-aligned (4 bytes), nothing more. A size that would exceed SIZE_MAX is
+// SIZE_MAX: no buffer is that large (attention() rejects such head sizes anyway).
 constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_v) noexcept {
-  constexpr std::size_t max = static_cast<std::size_t>(-1);
-  constexpr std::size_t fixed = attention_block_kv + 3;
-  if (d_k > max - fixed || d_v > max - fixed - d_k) return max;
-  const std::size_t per_query = d_k + d_v + fixed;
-  if (per_query > (max - 16) / attention_block_q) return max;
-  return attention_block_q * per_query + 16;
+  return detail::size_add(
+      detail::size_mul(attention_block_q, detail::size_add(detail::size_add(d_k, d_v), attention_block_kv + 3)), 16);
 }
 
 // out (n_q × d_v) = softmax(q·kᵀ·scale + mask) · v ; q: n_q × d_k, k: n_kv × d_k, v: n_kv × d_v.

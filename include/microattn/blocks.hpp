@@ -26,14 +26,15 @@ namespace microattn {
 // weight or bias is aliasing.
 // eps: finite and >= 0 (else invalid_shape). eps = 0 is allowed, as in PyTorch: a constant row then gives NaN.
 // Range: every finite input. Where the sums of the statistics would overflow or underflow in float (|x| beyond
-// about 1e19 or below 1e-19), the row is rescaled by a power of two first, so no finite row gives inf or NaN.
+// about 1e19 or below 1e-19), the row is rescaled by a power of two first, so no finite row gives inf or NaN (but
+// a constant row with eps = 0), and a constant row with eps > 0 gives exactly the bias, at every magnitude.
 // Non-finite inputs: a row with a NaN or ±inf gives NaN in every entry of that row (as PyTorch), other rows
 // are unaffected.
 // Accuracy, with z*_i = (x_i − μ)/sqrt(σ² + eps) the exact value from the float inputs and σ_ε = sqrt(σ² + eps):
 //   |y_i − (z*_i·w_i + b_i)| <= |w_i|·(layer_norm_error_factor(n)·u·(|z*_i| + 1) + 4u·|μ|/σ_ε) + 2u·|b_i|
-// where layer_norm_error_factor(n) = n + 8 (statistics in float). The mean is refined by the corrected two-pass
-// formula (Σ(x − mean) taken out again), so a mean large against the spread costs 4u·|μ|/σ_ε, not n·u·|μ|/σ_ε:
-// rows like 1000 ± 1 keep their precision.
+// plus, where the result is subnormal, (|w_i| + 1)·2⁻¹⁴⁹ absolute, and layer_norm_error_factor(n) = n + 8
+// (statistics in float). The mean is refined by the corrected two-pass formula (Σ(x − mean) taken out again), so
+// a mean large against the spread costs 4u·|μ|/σ_ε, not n·u·|μ|/σ_ε: rows like 1000 ± 1 keep their precision.
 // Errors, in this order (y untouched): null_pointer (x.data or y.data); misaligned (any float pointer);
 // invalid_shape (a dimension 0, stride < cols, extent overflow, y's shape differs from x's, eps negative or not
 // finite); aliasing.
@@ -45,7 +46,8 @@ Status layer_norm_rows(MatrixView<const float> x, const float* weight, const flo
 // Range: every finite input (rescaled by a power of two where the sum of squares would overflow or underflow).
 // Non-finite inputs, as PyTorch's formula: a NaN gives NaN in every entry of its row; ±inf (and no NaN) makes
 // mean(x²) infinite, so the ±inf entries give NaN and the finite ones 0 (±0).
-// Accuracy: |y_i − y*_i| <= rms_norm_error_factor(n)·u·|y*_i|, rms_norm_error_factor(n) = n/2 + 6.
+// Accuracy: |y_i − y*_i| <= rms_norm_error_factor(n)·u·|y*_i|, rms_norm_error_factor(n) = n/2 + 6, plus, where
+// y*_i is subnormal, (|weight_i| + 1)·2⁻¹⁴⁹ absolute.
 // Errors: as layer_norm_rows.
 Status rms_norm_rows(MatrixView<const float> x, const float* weight, float eps, MatrixView<float> y) noexcept;
 
@@ -85,18 +87,23 @@ constexpr std::size_t block_ffn_rows = attention_block_q;
 // the attention's input and output, normalized a tile at a time), and the feed-forward rows (encoder:
 // block_ffn_rows × FeedForward; decoder: gate and up, 2 × block_ffn_rows × Hidden). None of it grows with MaxSeq
 // (max_seq is not read: the blocks' sizes all take it). Layers that run one after another may share one
-// LayerScratch of the largest of these (the …SharedScratch aliases below); one call at a time.
+// LayerScratch of the largest of these (the …SharedScratch aliases below); one call at a time. A size that would
+// exceed SIZE_MAX is SIZE_MAX: no buffer is that large.
 constexpr std::size_t encoder_layer_scratch_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                                    std::size_t feed_forward) noexcept {
-  return (void)max_seq, layer_scratch_floats(model_dim, heads) + block_ffn_rows * (model_dim + feed_forward);
+  return (void)max_seq, detail::size_add(layer_scratch_floats(model_dim, heads),
+                                         detail::size_mul(block_ffn_rows, detail::size_add(model_dim, feed_forward)));
 }
 // cache: the decoder's K/V cache format (an f16 or q8 cache adds the attention's conversion block,
 // layer_scratch_floats(model_dim, heads, cache)); a format outside the enum: 0.
 constexpr std::size_t decoder_layer_scratch_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                                    std::size_t hidden, Format cache = Format::f32) noexcept {
-  return !detail::cache_format_ok(cache) ? 0
-                                         : ((void)max_seq, layer_scratch_floats(model_dim, heads, cache) +
-                                                               block_ffn_rows * (model_dim + 2 * hidden));
+  return !detail::cache_format_ok(cache)
+             ? 0
+             : ((void)max_seq,
+                detail::size_add(
+                    layer_scratch_floats(model_dim, heads, cache),
+                    detail::size_mul(block_ffn_rows, detail::size_add(model_dim, detail::size_mul(2, hidden)))));
 }
 
 // nn.TransformerEncoderLayer's state_dict (eval: no dropout). Borrowed: the data must outlive the layer.

@@ -47,38 +47,44 @@ struct LayerConfig {
   std::size_t window = 0;  // the layer's sliding window (used where options.window is 0); enables the ring cache
 };
 
+// The size functions: a size that would exceed SIZE_MAX is SIZE_MAX: no buffer is that large (the templates
+// reject such shapes at compile time).
+//
 // Floats of per-call scratch a layer of this shape uses: one query tile of Q and of the concatenated heads,
 // and the attention workspace. Layers that run one after another may share one such block (see
 // MultiHeadAttentionSharedScratch); size it for the largest layer.
 //   2·attention_block_q·model_dim + attention_workspace_floats(model_dim / heads, model_dim / heads)
 constexpr std::size_t layer_scratch_floats(std::size_t model_dim, std::size_t heads) noexcept {
-  return 2 * detail::layer_block_q * model_dim + attention_workspace_floats(model_dim / heads, model_dim / heads);
+  return detail::size_add(detail::size_mul(2 * detail::layer_block_q, model_dim),
+                          attention_workspace_floats(model_dim / heads, model_dim / heads));
 }
 // Floats of a layer's K/V cache: 2·max_seq·kv_heads·(model_dim / heads).
 constexpr std::size_t layer_cache_floats(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                          std::size_t kv_heads) noexcept {
-  return 2 * max_seq * (kv_heads * (model_dim / heads));
+  return detail::size_mul(detail::size_mul(2, max_seq), detail::size_mul(kv_heads, model_dim / heads));
 }
 // The scratch of a layer whose cache has format `cache`. An f16 or q8 cache converts key blocks of K and V to float
 // in the attention workspace (its score rows shrink to make room) and adds a quarter key block of K and V to it,
 // 2·ceil(attention_block_kv / 4)·head_dim floats: constant in max_seq. An invalid format: 0.
 constexpr std::size_t layer_cache_block_floats(std::size_t head_dim) noexcept {
-  return 2 * ((attention_block_kv + 3) / 4) * head_dim;
+  return detail::size_mul(2 * ((attention_block_kv + 3) / 4), head_dim);
 }
 constexpr std::size_t layer_scratch_floats(std::size_t model_dim, std::size_t heads, Format cache) noexcept {
   return !detail::cache_format_ok(cache) ? 0
-         : cache == Format::f32          ? layer_scratch_floats(model_dim, heads)
-                                : layer_scratch_floats(model_dim, heads) + layer_cache_block_floats(model_dim / heads);
+         : cache == Format::f32
+             ? layer_scratch_floats(model_dim, heads)
+             : detail::size_add(layer_scratch_floats(model_dim, heads), layer_cache_block_floats(model_dim / heads));
 }
 // Bytes of a layer's K/V cache in format `cache` (e = 2·max_seq·kv_heads·head_dim elements):
 //   f32 4·e,  f16 2·e (binary16),  q8 e + 4·2·max_seq·kv_heads (int8 and one float scale per row and K/V head).
-// An invalid format: 0. Sizes that passed the template's checks (layer_bytes_fit) do not overflow.
+// An invalid format: 0.
 constexpr std::size_t layer_cache_bytes(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                                         std::size_t kv_heads, Format cache) noexcept {
-  return cache == Format::f32   ? 4 * layer_cache_floats(max_seq, model_dim, heads, kv_heads)
-         : cache == Format::f16 ? 2 * layer_cache_floats(max_seq, model_dim, heads, kv_heads)
+  return cache == Format::f32   ? detail::size_mul(4, layer_cache_floats(max_seq, model_dim, heads, kv_heads))
+         : cache == Format::f16 ? detail::size_mul(2, layer_cache_floats(max_seq, model_dim, heads, kv_heads))
          : cache == Format::q8
-             ? layer_cache_floats(max_seq, model_dim, heads, kv_heads) + sizeof(float) * 2 * max_seq * kv_heads
+             ? detail::size_add(layer_cache_floats(max_seq, model_dim, heads, kv_heads),
+                                detail::size_mul(sizeof(float) * 2, detail::size_mul(max_seq, kv_heads)))
              : 0;
 }
 

@@ -104,7 +104,6 @@ constexpr std::size_t layer_block_q = attention_block_q;
 // Size arithmetic of a layer, each step checked against std::size_t (the static_asserts of the template):
 // K/V floats 2·max_seq·kv_heads·head_dim, tile floats 2·layer_block_q·model_dim, and the whole buffer in
 // bytes, which must also fit a ptrdiff_t (the largest object). Parameters that passed the other asserts.
-constexpr std::size_t size_max = static_cast<std::size_t>(-1);
 constexpr bool layer_kv_fits(std::size_t max_seq, std::size_t model_dim, std::size_t heads,
                              std::size_t kv_heads) noexcept {
   const std::size_t kv_dim = kv_heads * (model_dim / heads);  // <= model_dim: cannot overflow
