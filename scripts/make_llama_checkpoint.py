@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Random-weight llama2.c checkpoints and a synthetic tokenizer, deterministic by seed.
 
 Writes run.c's version 0 (fp32) and runq.c's version 2 (q8: per group of --group values, scale = absmax / 127,

@@ -9,7 +9,9 @@ s260k-g4-v2 -n 512 at the position where llama_run's two best logits lie 2.5e-4 
 summation order goes) at or before the first difference. Seeded sampling (top-p and plain) is compared and reported, not required: a logit that differs in its
 last bits (summation order) moves a cumulative probability past the random number now and then. runq.c is compared only where the q8 group divides every row length (dim and
 hidden_dim): elsewhere its matmul drops each row's last hidden_dim % group columns and uses a neighbouring group's
-scale for rows that start inside a group, while llama_run computes the product exactly as stored."""
+scale for rows that start inside a group, while llama_run computes the product exactly as stored. A prompt of more
+tokens than the model's context (seq_len) llama_run refuses, where the peer prints it cut short: there the peer's
+text must be a proper prefix of the prompt."""
 import os
 import struct
 import subprocess
@@ -42,6 +44,16 @@ for where, name, tok_name in model_sets:
             p = subprocess.run([run, ckpt, '-z', tok] + args, capture_output=True, timeout=120,
                                env=dict(os.environ, LLAMA_RUN_TIES='1e-4' if version == 'v0' else '1e-3'))
             ours = p.stdout
+            if p.returncode == 1 and b"more than the model's context" in p.stderr and '-i' in args:
+                theirs = subprocess.run([os.path.join(peers, peer), ckpt, '-z', tok] + args, capture_output=True,
+                                        timeout=120).stdout
+                prompt = args[args.index('-i') + 1].encode()
+                cut = theirs.endswith(b'\n') and len(theirs) - 1 < len(prompt) and prompt.startswith(theirs[:-1])
+                compared += 1
+                failures += not cut or ours != b''
+                print(f'{"refused" if cut else "REFUSED"} {name}-{version} {" ".join(args)}: longer than the context, '
+                      f'{peer} prints {theirs!r}')
+                continue
             ties = [int(line.split()[5]) for line in p.stderr.decode().splitlines() if line.startswith('near-tie')]
             theirs = subprocess.run([os.path.join(peers, peer), ckpt, '-z', tok] + args, capture_output=True,
                                     timeout=120).stdout

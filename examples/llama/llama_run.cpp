@@ -1,8 +1,8 @@
 // llama_run: text generation from a llama2.c checkpoint, with run.c's command line and output.
 //   llama_run CHECKPOINT [-t temp] [-p topp] [-s seed] [-n steps] [-i prompt] [-z tokenizer] [-w f16]
-// Generated text on stdout, "achieved tok/s: X" on stderr. Exit status 1: bad arguments (usage printed);
-// 2: a checkpoint or tokenizer that cannot be read or is malformed (the message says which field or offset);
-// 3: out of memory.
+// Generated text on stdout, "achieved tok/s: X" on stderr. Exit status 1: bad arguments (usage printed), or a
+// prompt of more tokens than the model's context (seq_len); 2: a checkpoint or tokenizer that cannot be read or is
+// malformed (the message says which field or offset); 3: out of memory.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,14 +32,25 @@ namespace {
                "Usage:   llama_run <checkpoint> [options]\n"
                "Example: llama_run model.bin -n 256 -i \"Once upon a time\"\n"
                "Options:\n"
-               "  -t <float>  temperature in [0,inf], default 1.0\n"
+               "  -t <float>  temperature in [0,inf], default 1.0; 0, or so small that logits / temperature\n"
+               "              overflow (e.g. 1e-45): greedy\n"
                "  -p <float>  p value in top-p (nucleus) sampling in [0,1] default 0.9\n"
                "  -s <int>    random seed, default time(NULL)\n"
                "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
-               "  -i <string> input prompt\n"
+               "  -i <string> input prompt, at most seq_len tokens with BOS\n"
                "  -z <string> optional path to custom tokenizer\n"
                "  -w f16      fp32 weights converted to f16 at load (half the bytes per token)\n");
   std::exit(1);
+}
+
+// stderr is unbuffered, stdout is not: stdout goes out first, so that a report lands after the text before it
+// where both streams reach one terminal or pipe.
+__attribute__((format(printf, 1, 2))) void report(const char* format, ...) {
+  std::fflush(stdout);
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
 }
 
 bool parse_float(const char* s, float& out) {
@@ -173,6 +185,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llama_run: cannot encode the prompt: %s\n", error.c_str());
     return 2;
   }
+  // Token k of the prompt goes in at position k; beyond seq_len positions run.c stops inside the prompt, silently.
+  if (prompt_tokens.size() > static_cast<std::size_t>(p.seq_len)) {
+    std::fprintf(stderr,
+                 "llama_run: the prompt is %zu tokens (with BOS), more than the model's context of %d (seq_len)\n",
+                 prompt_tokens.size(), p.seq_len);
+    return 1;
+  }
 
   if (storage == llama::Storage::f16 && !llama::fits_f16(model)) {
     std::fprintf(stderr, "llama_run: %s: a weight beyond f16's range (|w| >= 65520): -w f16 refused\n",
@@ -218,8 +237,8 @@ int main(int argc, char** argv) {
         }
       }
       if (best - second <= tie_rel * std::fabs(best))
-        std::fprintf(stderr, "near-tie at position %d after %zu bytes: %g %g\n", pos, printed,
-                     static_cast<double>(best), static_cast<double>(second));
+        report("near-tie at position %d after %zu bytes: %g %g\n", pos, printed, static_cast<double>(best),
+               static_cast<double>(second));
     }
     const int next = pos < n_prompt - 1 ? prompt_tokens[static_cast<std::size_t>(pos) + 1] : sampler.sample(logits);
     ++pos;
@@ -239,13 +258,13 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   if (report_tokens) {
-    std::fprintf(stderr, "tokens:");
-    for (int t : emitted) std::fprintf(stderr, " %d", t);
-    std::fprintf(stderr, "\n");
+    std::string line = "tokens:";
+    for (int t : emitted) line += " " + std::to_string(t);
+    report("%s\n", line.c_str());
   }
   if (pos > 1) {
     const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-    std::fprintf(stderr, "achieved tok/s: %f\n", seconds > 0 ? (pos - 1) / seconds : 0.0);
+    report("achieved tok/s: %f\n", seconds > 0 ? (pos - 1) / seconds : 0.0);
   }
   return 0;
 }

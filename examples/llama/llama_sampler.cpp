@@ -18,6 +18,18 @@ namespace llama {
 
 namespace {
 
+// Whether every x[i] / t is finite. Division rounds monotonically, so the largest magnitude decides (NaN aside).
+bool scales_finitely(const float* x, int n, float t) noexcept {
+  float top = 0.0f;
+  bool nan = false;
+  for (int i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    top = a > top ? a : top;
+    nan |= a != a;
+  }
+  return !nan && std::isfinite(top / t);
+}
+
 #if LLAMA_SAMPLER_WIDE
 // argmax's result by two vector passes: the largest value (vmaxps keeps its second operand, the running maximum,
 // where the element is NaN, as the scalar comparison does), then the first index holding it. x[0] is not NaN.
@@ -110,7 +122,9 @@ int Sampler::sample_topp(const float* probs, float coin) {
 }
 
 int Sampler::sample(float* logits) {
-  if (temperature_ == 0.0f) return argmax(logits, vocab_size_);
+  // A temperature so small that logits / temperature overflow (or logits that are not finite) would give the
+  // softmax NaNs and the last index; argmax there is the limit of the temperature going to 0, -t 0's text.
+  if (temperature_ == 0.0f || !scales_finitely(logits, vocab_size_, temperature_)) return argmax(logits, vocab_size_);
   for (int i = 0; i < vocab_size_; ++i) logits[i] /= temperature_;
   softmax(logits, vocab_size_);
   const float coin = rng_.next_f32();

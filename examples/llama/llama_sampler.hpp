@@ -15,9 +15,10 @@ struct Rng {
 
 class Sampler {
  public:
-  // temperature 0: argmax (no random number drawn). topp outside (0, 1): plain sampling from the softmax.
+  // temperature 0: argmax (no random number drawn), as for any temperature at which some logit / temperature is
+  // not finite. topp outside (0, 1): plain sampling from the softmax.
   Sampler(int vocab_size, float temperature, float topp, std::uint64_t seed);
-  // Overwrites logits (divided by the temperature, then softmax) unless temperature is 0.
+  // Overwrites logits (divided by the temperature, then softmax) unless it takes the argmax.
   int sample(float* logits);
 
  private:

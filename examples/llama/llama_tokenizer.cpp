@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -99,8 +100,28 @@ int Tokenizer::lookup(const std::string& s) const {
   return it != sorted_.end() && std::strcmp(piece(*it).c_str(), key) == 0 ? *it : -1;
 }
 
+namespace {
+
+// A possible merge of two adjacent symbols. `left` is the left symbol's index in the initial sequence; symbols keep
+// their order as they merge, so the smaller index is the pair further left. The stamps are the two symbols' at
+// the time the merge was queued: one that changed since (merged, or absorbed) makes the entry stale.
+struct Merge {
+  float score;
+  std::size_t left, right;
+  int id;
+  std::uint32_t left_stamp, right_stamp;
+};
+
+// The heap's top is the best score and, among equal scores, the leftmost pair: the quadratic scan's choice.
+bool queued_after(const Merge& a, const Merge& b) {
+  return a.score < b.score || (a.score == b.score && a.left > b.left);
+}
+
+}  // namespace
+
 bool Tokenizer::encode(const std::string& text, bool add_bos, bool add_eos, std::vector<int>& tokens,
-                       std::string& error) const {
+                       std::string& error, std::size_t* work) const {
+  std::size_t lookups = 0, queue_operations = 0;
   tokens.clear();
   const int n_vocab = vocab_size();
   if (add_bos) tokens.push_back(bos);
@@ -120,6 +141,7 @@ bool Tokenizer::encode(const std::string& text, bool add_bos, bool add_eos, std:
     buf.push_back(*c);
     if ((static_cast<unsigned char>(c[1]) & 0xC0) == 0x80 && buf.size() < 4) continue;
     const int id = lookup(buf);
+    ++lookups;
     if (id >= 0) {
       tokens.push_back(id);
     } else {
@@ -137,23 +159,53 @@ bool Tokenizer::encode(const std::string& text, bool add_bos, bool add_eos, std:
     }
     buf.clear();
   }
-  for (;;) {
-    float best_score = -1e10f;
-    int best_id = -1;
-    std::size_t best_at = 0;
-    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
-      const int id = lookup(piece(tokens[i]) + piece(tokens[i + 1]));
-      if (id >= 0 && score(id) > best_score) {
-        best_score = score(id);
-        best_id = id;
-        best_at = i;
-      }
+
+  // run.c merges the best-scoring adjacent pair (the leftmost on a tie) until none merges, scanning every pair for
+  // every merge: quadratic in the text. The same merges in the same order from a heap of the possible ones over a
+  // linked list of symbols: each merge queues the two pairs it makes, stale entries are dropped when they surface.
+  const std::size_t n = tokens.size();
+  if (n >= 2) {
+    std::vector<std::size_t> prev(n), next(n);
+    std::vector<std::uint32_t> stamp(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      prev[i] = i - 1;  // wraps for the first: no symbol before it
+      next[i] = i + 1;  // n: none after
     }
-    if (best_id < 0) break;
-    tokens[best_at] = best_id;
-    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+    std::vector<Merge> heap;
+    heap.reserve(n);
+    const auto queue_pair = [&](std::size_t left) {
+      const std::size_t right = next[left];
+      if (right >= n) return;
+      const int id = lookup(piece(tokens[left]) + piece(tokens[right]));
+      ++lookups;
+      // run.c's scan starts from a best score of -1e10 and takes only a better one: a token scoring -1e10 or less,
+      // or NaN, never merges.
+      if (id < 0 || !(score(id) > -1e10f)) return;
+      heap.push_back({score(id), left, right, id, stamp[left], stamp[right]});
+      std::push_heap(heap.begin(), heap.end(), queued_after);
+      ++queue_operations;
+    };
+    for (std::size_t i = 0; i + 1 < n; ++i) queue_pair(i);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), queued_after);
+      const Merge m = heap.back();
+      heap.pop_back();
+      ++queue_operations;
+      if (stamp[m.left] != m.left_stamp || stamp[m.right] != m.right_stamp) continue;
+      tokens[m.left] = m.id;
+      ++stamp[m.left];
+      ++stamp[m.right];
+      next[m.left] = next[m.right];
+      if (next[m.left] < n) prev[next[m.left]] = m.left;
+      if (prev[m.left] < n) queue_pair(prev[m.left]);
+      queue_pair(m.left);
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n; i = next[i]) tokens[kept++] = tokens[i];  // symbol 0 is never absorbed
+    tokens.resize(kept);
   }
   if (add_eos) tokens.push_back(eos);
+  if (work != nullptr) *work = lookups + queue_operations;
   return true;
 }
 

@@ -29,9 +29,12 @@ class Tokenizer {
 
   // run.c's encode: optional BOS, a dummy-prefix " " token when text is not empty, each UTF-8 code point as its
   // token or as byte tokens (byte + 3), then repeated merges of the adjacent pair whose merged token scores best
-  // (the first such pair on a tie), optional EOS. Returns false with a message when the vocabulary lacks a token
-  // the text needs (" " or a byte token): run.c would index out of range there.
-  bool encode(const std::string& text, bool add_bos, bool add_eos, std::vector<int>& tokens, std::string& error) const;
+  // (the first such pair on a tie; run.c's merges in its order, found in O(n log n)), optional EOS. Returns false
+  // with a message when the vocabulary lacks a token the text needs (" " or a byte token): run.c would index out of
+  // range there. `work`, when given: the vocabulary lookups and merge-queue operations the encoding took, a
+  // deterministic measure of its cost for the tests.
+  bool encode(const std::string& text, bool add_bos, bool add_eos, std::vector<int>& tokens, std::string& error,
+              std::size_t* work = nullptr) const;
 
   // run.c's decode: the piece of `token`, its leading space dropped after BOS, a <0xHH> piece as that byte.
   std::string decode(int prev_token, int token) const;

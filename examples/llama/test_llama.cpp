@@ -3,6 +3,7 @@
 // tokenizer's run.c rules and the sampler's. argv[1]: the directory of the generated checkpoints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +21,7 @@
 namespace {
 
 std::string g_dir = ".";
+std::string g_models;  // argv[2]: the committed models/ (its trained tokenizer), or empty
 
 // File bytes in 4-byte aligned storage, as a mapping would be.
 struct Bytes {
@@ -35,11 +37,13 @@ struct Bytes {
   std::vector<unsigned char> vec() const { return std::vector<unsigned char>(data(), data() + size); }
 };
 
-std::vector<unsigned char> read_file(const std::string& name) {
-  std::ifstream f(g_dir + "/" + name, std::ios::binary);
-  EXPECT_TRUE(f.good()) << "missing " << g_dir << "/" << name;
+std::vector<unsigned char> read_path(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "missing " << path;
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), {});
 }
+
+std::vector<unsigned char> read_file(const std::string& name) { return read_path(g_dir + "/" + name); }
 
 Bytes bytes_of(const std::vector<unsigned char>& v) {
   Bytes b;
@@ -476,7 +480,9 @@ std::vector<std::pair<std::string, float>> vocabulary(const std::vector<std::pai
 }
 
 llama::Tokenizer make_tokenizer(const std::vector<std::pair<std::string, float>>& vocab) {
-  Bytes b = bytes_of(tokenizer_file(vocab, 8));
+  int max_len = 8;
+  for (const auto& t : vocab) max_len = std::max(max_len, static_cast<int>(t.first.size()));
+  Bytes b = bytes_of(tokenizer_file(vocab, max_len));
   llama::Tokenizer t;
   const llama::LoadResult r = t.load(b.data(), b.size, static_cast<int>(vocab.size()));
   EXPECT_TRUE(r.ok()) << r.message;
@@ -596,6 +602,160 @@ TEST(LlamaTokenizer, RefusesBadFiles) {
   }
 }
 
+// run.c's encoding as it is written there, with its quadratic merge loop: every adjacent pair looked up, the one
+// whose merged token scores best (above -1e10, the first on a tie) merged, until no pair merges. The reference
+// the encoder's merge queue must reproduce token for token.
+std::vector<int> reference_encode(const llama::Tokenizer& t, const std::string& text, bool add_bos, bool add_eos) {
+  std::vector<int> ids;
+  if (add_bos) ids.push_back(llama::Tokenizer::bos);
+  const std::string s(text.c_str());  // up to the first byte 0
+  if (!s.empty()) ids.push_back(t.lookup(" "));
+  for (std::size_t at = 0; at < s.size();) {
+    std::size_t len = 1;  // a code point: a byte and up to three continuation bytes after it
+    while (len < 4 && at + len < s.size() && (static_cast<unsigned char>(s[at + len]) & 0xC0) == 0x80) ++len;
+    const std::string cp = s.substr(at, len);
+    const int id = t.lookup(cp);
+    if (id >= 0) {
+      ids.push_back(id);
+    } else {
+      for (const char b : cp) ids.push_back(static_cast<unsigned char>(b) + 3);
+    }
+    at += len;
+  }
+  for (;;) {
+    float best_score = -1e10f;
+    int best_id = -1;
+    std::size_t best_at = 0;
+    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+      const int id = t.lookup(t.piece(ids[i]) + t.piece(ids[i + 1]));
+      if (id >= 0 && t.score(id) > best_score) {
+        best_score = t.score(id);
+        best_id = id;
+        best_at = i;
+      }
+    }
+    if (best_id < 0) break;
+    ids[best_at] = best_id;
+    ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+  }
+  if (add_eos) ids.push_back(llama::Tokenizer::eos);
+  return ids;
+}
+
+void expect_encodes_as_reference(const llama::Tokenizer& t, const std::string& text) {
+  for (const bool bos : {true, false})
+    for (const bool eos : {false, true}) {
+      std::vector<int> ids;
+      std::string err;
+      ASSERT_TRUE(t.encode(text, bos, eos, ids, err)) << err;
+      ASSERT_EQ(ids, reference_encode(t, text, bos, eos)) << "text \"" << text << "\" bos " << bos << " eos " << eos;
+    }
+}
+
+// Small random vocabularies over a few letters, whose scores come from a handful of values (ties everywhere, -0
+// against +0, -1e10 and below that never merge, NaN), with duplicate pieces, merges of byte and BOS pieces, and
+// random texts over those letters: the same tokens as the quadratic loop.
+TEST(LlamaTokenizer, EncodeMatchesQuadraticMergeOnRandomVocabularies) {
+  std::uint32_t state = 2024;
+  const auto next = [&](std::uint32_t n) {
+    state = state * 1664525u + 1013904223u;
+    return (state >> 8) % n;
+  };
+  const std::string letters[] = {"a", "b", "c", " ", "\xc3\xa9", "z"};  // "z" has no token: bytes + 3
+  const float scores[] = {-1.0f, -2.0f, -3.0f, 0.0f, -0.0f, -1e10f, -3e10f, NAN, 5.0f};
+  for (int v = 0; v < 60; ++v) {
+    std::vector<std::pair<std::string, float>> extra;
+    for (int i = 0; i < 5; ++i) extra.push_back({letters[i], scores[next(5)]});
+    const int merges = 5 + static_cast<int>(next(40));
+    for (int i = 0; i < merges; ++i) {
+      std::string piece;
+      const std::uint32_t parts = 2 + next(4);
+      for (std::uint32_t k = 0; k < parts; ++k) piece += letters[next(5)];
+      if (next(8) == 0) piece = letters[next(5)] + "<0x7A>";    // a piece merging a byte token
+      if (next(12) == 0) piece = "\n<s>\n" + letters[next(5)];  // and one merging BOS
+      if (next(10) == 0 && !extra.empty()) piece = extra[next(static_cast<std::uint32_t>(extra.size()))].first;
+      extra.push_back({piece, scores[next(9)]});
+    }
+    const llama::Tokenizer t = make_tokenizer(vocabulary(extra));
+    SCOPED_TRACE("vocabulary " + std::to_string(v));
+    for (int k = 0; k < 40; ++k) {
+      std::string text;
+      const std::uint32_t n = next(k < 10 ? 8 : 200);
+      for (std::uint32_t i = 0; i < n; ++i) text += letters[next(6)];
+      expect_encodes_as_reference(t, text);
+    }
+  }
+}
+
+// The generated tokenizers and the committed model's: the tests' prompts and random texts of their pieces.
+TEST(LlamaTokenizer, EncodeMatchesQuadraticMergeOnCommittedTokenizers) {
+  std::vector<std::pair<std::string, int>> files = {{g_dir + "/s260k-tok.bin", 512},
+                                                    {g_dir + "/small-tok.bin", 300},
+                                                    {g_dir + "/tiny-tok.bin", 301},
+                                                    {g_dir + "/mha32-tok.bin", 300}};
+  if (!g_models.empty()) files.push_back({g_models + "/tiny-llama-tokenizer.bin", 512});
+  std::uint32_t state = 99;
+  const auto next = [&](std::uint32_t n) {
+    state = state * 1664525u + 1013904223u;
+    return (state >> 8) % n;
+  };
+  for (const auto& [path, vocab_size] : files) {
+    SCOPED_TRACE(path);
+    Bytes b = bytes_of(read_path(path));
+    llama::Tokenizer t;
+    ASSERT_TRUE(t.load(b.data(), b.size, vocab_size).ok());
+    for (const std::string text :
+         {"Once upon a time", "the day", "You will", "h\xc3\xa9llo \xe2\x80\x94 x", "a", "",
+          "Once upon a time, there was a little girl. She liked the day and the night.\n\t-- 7"})
+      expect_encodes_as_reference(t, text);
+    for (int k = 0; k < 12; ++k) {
+      std::string text;
+      const std::uint32_t n = 50 + next(600);
+      while (text.size() < n) {
+        const int id = 3 + static_cast<int>(next(static_cast<std::uint32_t>(vocab_size - 3)));
+        const std::string& p = t.piece(id);
+        text += p.size() == 6 && p.compare(0, 3, "<0x") == 0 ? std::string(1, "ab .\xc3"[next(5)]) : p;
+      }
+      expect_encodes_as_reference(t, text);
+    }
+  }
+}
+
+// The encoder's work (vocabulary lookups and merge-queue operations, as encode counts them) grows as n log n, not
+// n²: 100 000 bytes over {a, b}, every string of up to 4 letters a token, scores tied in groups, most bytes merged.
+// A scan of every pair per merge would look up about n² / 3 pairs here.
+TEST(LlamaTokenizer, EncodeWorkIsQuasiLinear) {
+  std::vector<std::pair<std::string, float>> extra = {{" ", -1.0f}};
+  for (int len = 1; len <= 4; ++len)
+    for (int bits = 0; bits < (1 << len); ++bits) {
+      std::string piece;
+      int bs = 0;
+      for (int i = 0; i < len; ++i) {
+        piece += (bits >> i) & 1 ? 'b' : 'a';
+        bs += (bits >> i) & 1;
+      }
+      extra.push_back({piece, -static_cast<float>(bs)});
+    }
+  const llama::Tokenizer t = make_tokenizer(vocabulary(extra));
+  std::uint32_t state = 7;
+  const std::size_t n = 100000;
+  std::string text;
+  for (std::size_t i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    text += (state >> 16) & 1 ? 'b' : 'a';
+  }
+  std::vector<int> ids;
+  std::string err;
+  std::size_t work = 0;
+  ASSERT_TRUE(t.encode(text, true, false, ids, err, &work)) << err;
+  const double bound = 2.0 * static_cast<double>(n) * std::log2(static_cast<double>(n));
+  EXPECT_LE(static_cast<double>(work), bound) << "work " << work << " for " << n << " bytes";
+  EXPECT_LT(ids.size(), n / 3);  // most bytes merged
+  std::string back;
+  for (std::size_t i = 1; i < ids.size(); ++i) back += t.decode(ids[i - 1], ids[i]);
+  EXPECT_EQ(back, text);
+}
+
 // ---- packed weights ------------------------------------------------------------------------------------------
 
 // packed_gemv against float64 sums of the row-major rows, over row counts and column counts below, at and above
@@ -672,6 +832,32 @@ TEST(LlamaSampler, ArgmaxIsTheFirstLargestAcrossVectors) {
     }
 }
 
+// A temperature so small that logits / temperature overflow to inf (1e-45, the smallest subnormal, and 1e-38
+// against logits of 4), or logits that are not finite: argmax, as -t 0, where the softmax's NaNs would pick the
+// last index. Plain and nucleus sampling, a vocabulary of 4 and one past the 16-lane blocks.
+TEST(LlamaSampler, OverflowingTemperatureIsGreedy) {
+  for (const float temperature : {1e-45f, 1e-38f})
+    for (const float topp : {0.9f, 1.0f, 0.0f}) {
+      SCOPED_TRACE("t " + std::to_string(temperature) + " p " + std::to_string(topp));
+      llama::Sampler s(4, temperature, topp, 42);
+      for (int i = 0; i < 20; ++i) {
+        std::vector<float> l = {0.5f, 4.0f, 4.0f, -1.0f};
+        EXPECT_EQ(s.sample(l.data()), 1);
+      }
+      std::vector<float> wide(37);
+      for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = std::sin(static_cast<float>(i)) * 4.0f;
+      llama::Sampler w(37, temperature, topp, 5);
+      std::vector<float> l = wide;
+      EXPECT_EQ(w.sample(l.data()), llama::argmax(wide.data(), 37));
+    }
+  llama::Sampler s(4, 1.0f, 0.9f, 1);
+  std::vector<float> l = {0.5f, INFINITY, 1.0f, NAN};
+  EXPECT_EQ(s.sample(l.data()), 1);
+  l = {0.5f, 1e30f, 2e30f, 1.0f};  // finite, but / 1e-9 they overflow
+  llama::Sampler tiny(4, 1e-9f, 1.0f, 1);
+  EXPECT_EQ(tiny.sample(l.data()), 2);
+}
+
 TEST(LlamaSampler, RulesAndDeterminism) {
   std::vector<float> logits = {0.5f, 3.0f, 3.0f, -1.0f};
   llama::Sampler greedy(4, 0.0f, 0.9f, 1);
@@ -721,5 +907,6 @@ TEST(LlamaSampler, RulesAndDeterminism) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc > 1) g_dir = argv[1];
+  if (argc > 2) g_models = argv[2];
   return RUN_ALL_TESTS();
 }
