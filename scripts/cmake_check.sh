@@ -28,6 +28,12 @@ cmake --build "$out/native" -j "$jobs" -- VERBOSE=1 >>"$out/native.log"
 # The library is compiled optimized in a Debug build (MICROATTN_OPTIMIZE), the consumer's own code is not.
 grep -q -- "-g .*-O3 .*src/attention.cpp" "$out/native.log" ||
   { echo "cmake_check: the library was not compiled -O3 in a Debug build" >&2; exit 1; }
+# The arch flags reach the kernels, not the CPU check (it must run on any CPU), and the parent sees the choice.
+grep -q -- "-march=native .*src/kernels/simd.cpp" "$out/native.log" &&
+  ! grep -q -- "-march=native .*src/cpu_check.cpp" "$out/native.log" ||
+  { echo "cmake_check: src/cpu_check.cpp must be compiled without the arch flags, the kernels with them" >&2; exit 1; }
+grep -q "microattn_SIMD=native microattn_SIMD_FLAGS=-march=native microattn_SIMD_FEATURES=.*sse2" "$out/native.log" ||
+  { echo "cmake_check: add_subdirectory() does not set microattn_SIMD, _FLAGS and _FEATURES" >&2; exit 1; }
 run_native "$out/native"
 
 echo "=== cmake: in-tree, no build type (CMake's default)"
@@ -47,6 +53,13 @@ if grep -q '^Requires' "$out/prefix/lib/pkgconfig/microattn.pc"; then
   echo "cmake_check: microattn.pc requires a package (no public header includes xsimd)" >&2
   exit 1
 fi
+# The instruction set the library was built for, as pkg-config variables (the setup above leaves -Dsimd=native).
+pc_var() { PKG_CONFIG_PATH="$root/$out/prefix/lib/pkgconfig" pkg-config --variable="$1" microattn; }
+[ "$(pc_var simd)" = native ] && [ "$(pc_var simd_flags)" = -march=native ] &&
+  pc_var simd_features | grep -qw sse2 ||
+  { echo "cmake_check: microattn.pc records simd='$(pc_var simd)' simd_flags='$(pc_var simd_flags)'" \
+      "simd_features='$(pc_var simd_features)'" >&2; exit 1; }
+echo "microattn.pc: simd=$(pc_var simd), simd_features=$(pc_var simd_features)"
 # pkg-config alone, as a Makefile would use it: the C firmware example from the installed prefix.
 PKG_CONFIG_PATH="$root/$out/prefix/lib/pkgconfig" cc -std=c99 -o "$out/firmware_c_pkgconfig" \
   examples/firmware/main.c $(PKG_CONFIG_PATH="$root/$out/prefix/lib/pkgconfig" pkg-config --cflags --libs microattn)
@@ -55,6 +68,8 @@ echo "--- $out/firmware_c_pkgconfig"
 cmake -S tests/cmake -B "$out/package" -DMICROATTN_FROM=package -DCMAKE_PREFIX_PATH="$root/$out/prefix" \
   >"$out/package.log"
 cmake --build "$out/package" -j "$jobs" >>"$out/package.log"
+grep -q "microattn_SIMD=native microattn_SIMD_FLAGS=-march=native microattn_SIMD_FEATURES=.*sse2" "$out/package.log" ||
+  { echo "cmake_check: find_package(microattn) does not set microattn_SIMD, _FLAGS and _FEATURES" >&2; exit 1; }
 run_native "$out/package"
 
 echo "=== cmake: one source list"
@@ -67,7 +82,7 @@ meson_sources() {  # Meson build dir
   meson introspect --targets "$1" | /usr/bin/python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
-    if t["name"] == "microattn":
+    if t["name"] in ("microattn", "microattn_portable"):  # the portable objects go into libmicroattn.a
         for s in t["target_sources"]:
             for f in s["sources"]:
                 print(os.path.relpath(f, sys.argv[1]))' "$root" | sort -u

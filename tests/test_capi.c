@@ -86,6 +86,9 @@ static void test_strings_and_build(void) {
   CHECK(strcmp(microattn_status_string((microattn_status)99), "unknown_status") == 0, "unknown value");
   CHECK(microattn_version() != NULL && microattn_version()[0] >= '0' && microattn_version()[0] <= '9', "version");
   CHECK(microattn_simd_arch() != NULL && microattn_simd_arch()[0] != '\0', "simd_arch");
+  /* the machine running the tests runs the library */
+  CHECK(microattn_cpu_supported() == 1, "cpu_supported: missing %s", microattn_cpu_missing());
+  CHECK(microattn_cpu_missing() != NULL && microattn_cpu_missing()[0] == '\0', "cpu_missing");
   CHECK(microattn_matmul_kernel_name() != NULL && strncmp(microattn_matmul_kernel_name(), "gemm_", 5) == 0,
         "kernel name %s", microattn_matmul_kernel_name());
 }

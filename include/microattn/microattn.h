@@ -60,6 +60,14 @@ const char* microattn_version(void);
  * ("gemm_8x32_avx512", ..., "gemm_4x4_scalar") the library was built with. */
 const char* microattn_simd_arch(void);
 const char* microattn_matmul_kernel_name(void);
+/* 1 when the running CPU has every instruction-set feature the library was compiled for (and the OS enables their
+ * registers), else 0; and the first feature missing ("avx512f", "avx2", "neon", ...), "" when none, never NULL.
+ * Compiled for any CPU of the target: call it first and refuse with its name, instead of dying of SIGILL in the
+ * first kernel. x86 (GCC, Clang): CPUID and XGETBV; ARM Linux: AT_HWCAP (NEON on ARMv7-A, AArch64's
+ * extensions); Cortex-M and other bare-metal targets: 1 (built for one core). The contract in full:
+ * microattn::cpu_supported() in microattn/version.hpp. */
+int microattn_cpu_supported(void);
+const char* microattn_cpu_missing(void);
 
 /* ---- matmul, softmax, exp --------------------------------------------------------------------------- */
 
@@ -230,9 +238,9 @@ typedef struct {
  * The functions return 0 for an invalid shape (a zero size, model_dim % heads, heads % kv_heads, or a head
  * dimension above MICROATTN_ATTENTION_MAX_HEAD_DIM) or when the block's size in bytes (4 × the count: the blocks
  * need float alignment only, so no padding) would exceed PTRDIFF_MAX, the largest object, which includes the count
- * overflowing size_t; the C++ template rejects such a layer at compile time. The macros do not check: they are
- * for static arrays, whose size the compiler checks. Layers that run one after another may share one scratch
- * block (microattn_layer_init_shared): size it for the largest. */
+ * overflowing size_t (C++'s size functions give SIZE_MAX there instead); the C++ template rejects such a layer at
+ * compile time. The macros do not check: they are for static arrays, whose size the compiler checks. Layers that
+ * run one after another may share one scratch block (microattn_layer_init_shared): size it for the largest. */
 #define MICROATTN_LAYER_CACHE_FLOATS(max_seq, model_dim, heads, kv_heads) \
   (2u * (size_t)(max_seq) * ((size_t)(kv_heads) * ((size_t)(model_dim) / (size_t)(heads))))
 #define MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads)            \
@@ -273,13 +281,14 @@ microattn_status microattn_layer_init_shared(microattn_layer* layer, size_t max_
 
 /* Bytes of a layer's K/V cache stored in `cache` format (C++: layer_cache_bytes), with e = cache floats
  * (microattn_layer_cache_floats): F32 4·e, F16 2·e, Q8 e + 4·2·max_seq·kv_heads (int8 elements and one float
- * scale per row and K/V head); 0 for an invalid shape (as microattn_layer_cache_floats) or a format outside the
- * enum. */
+ * scale per row and K/V head); 0 for an invalid shape or a cache too large (as microattn_layer_cache_floats) or a
+ * format outside the enum. */
 size_t microattn_layer_cache_bytes(size_t max_seq, size_t model_dim, size_t heads, size_t kv_heads,
                                    microattn_format cache);
 /* Floats of per-call scratch a layer whose cache is in `cache` format uses (C++: layer_scratch_floats(model_dim,
  * heads, cache)): microattn_layer_scratch_floats for F32; F16 and Q8 add a fixed block where key blocks are
- * converted to float (it does not grow with max_seq). 0 for an invalid shape or format. */
+ * converted to float (it does not grow with max_seq). 0 for an invalid shape, a scratch too large (as
+ * microattn_layer_scratch_floats) or an invalid format. */
 size_t microattn_layer_cache_scratch_floats(size_t model_dim, size_t heads, microattn_format cache);
 /* A layer whose weights are in any formats (each projection its own: F32, F16, Q8), over a K/V cache of
  * cache_bytes bytes (at least microattn_layer_cache_bytes(..., cache_format); float alignment) and a scratch
@@ -367,8 +376,9 @@ typedef enum {
 /* nn.LayerNorm over each row: y = (x − mean)/sqrt(biased variance + eps)·weight + bias; weight / bias NULL mean 1 / 0
  * (x.cols floats each). y must have x's shape; y may be exactly x (in place), any other overlap is ALIASING.
  * eps finite and >= 0, else INVALID_SHAPE. A row with NaN or inf gives NaN in that row; every finite row is
- * handled (rescaled where float sums would overflow or underflow). Errors: NULL_POINTER, MISALIGNED,
- * INVALID_SHAPE, ALIASING; nothing written. Accuracy: microattn/blocks.hpp. */
+ * handled (rescaled where float sums would overflow or underflow): a finite output, a constant row exactly the
+ * bias (with eps = 0 NaN, as PyTorch). Errors: NULL_POINTER, MISALIGNED, INVALID_SHAPE, ALIASING; nothing
+ * written. Accuracy: microattn/blocks.hpp. */
 microattn_status microattn_layer_norm_rows(microattn_cview x, const float* weight, const float* bias, float eps,
                                            microattn_view y);
 
