@@ -173,6 +173,26 @@ def stack_native(root):
     return table([f"call (x86-64 AVX-512, `{kernel}`)", "stack bytes"], rows), [STACK]
 
 
+# ---- test suite times (scripts/test.sh's build-times.txt, copied) ------------------------------------------------
+TEST_TIMES = "bench/results/test_times.txt"
+
+
+def test_times(root):
+    rows, total = [], None
+    for line in read(root, TEST_TIMES).splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, secs, result = line.split()
+        if name == "total":
+            total = int(secs)
+            continue
+        if result != "passed":
+            sys.exit(f"{TEST_TIMES}: target {name} {result}: the file must come from a run that passed")
+        rows.append([f"`{name}`", f"{int(secs) / 60:.1f}"])
+    rows.append(["**whole suite**", f"**{total / 60:.1f}**"])
+    return table(["target", "minutes (2 cores)"], rows), [TEST_TIMES]
+
+
 # ---- accuracy (test AttentionAccuracy) ---------------------------------------------------------------------------
 ACCURACY = "bench/results/accuracy_avx512.txt"
 
@@ -666,6 +686,7 @@ TABLES = {
     "footprint": footprint_table,
     "stack-paths": footprint_stack_paths,
     "stack-native": stack_native,
+    "test-times": test_times,
     "accuracy": accuracy,
     "peers-summary": peers_summary,
     "peers": peers_full,

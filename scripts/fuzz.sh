@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the libFuzzer targets of tests/fuzz with Clang (ASan + UBSan + coverage, build dir build-fuzz), runs their
 # Meson tests (each seed corpus once, and the planted-discrepancy checks), then fuzzes each target for a bounded
-# time starting from its seed corpus, and prints how many executions each did.
+# time starting from its seed corpus (MICROATTN_JOBS targets at a time, default one per core), and prints how many
+# executions each did.
 #   scripts/fuzz.sh                      60 s per target
 #   scripts/fuzz.sh 10                   10 s per target
 #   scripts/fuzz.sh 30 attention layers  only those targets (matmul softmax attention layers decode llama)
@@ -28,8 +29,11 @@ status=0
 meson test -C "$dir" --suite fuzz --print-errorlogs || status=1
 
 mkdir -p "$dir/fuzz-artifacts" "$dir/fuzz-logs"
-for t in $targets; do
-  [ -d "tests/fuzz/corpus/$t" ] || { echo "fuzz.sh: no target '$t'" >&2; exit 2; }
+# The targets run MICROATTN_JOBS at a time (default: the number of cores), each for the whole time on a core of its
+# own: the executions each gets are those of a run alone, in a fraction of the wall-clock time.
+jobs=${MICROATTN_JOBS:-$(nproc 2>/dev/null || echo 1)}
+fuzz_one() {  # target: fuzz it, then print its line (and what failed)
+  t=$1
   mkdir -p "$dir/fuzz-corpus/$t"
   log="$dir/fuzz-logs/$t.log"
   if "$dir/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=60 -print_final_stats=1 \
@@ -37,7 +41,6 @@ for t in $targets; do
     result=ok
   else
     result=FAILED
-    status=1
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   echo "fuzz_$t: ${execs:-?} executions in $seconds s: $result"
@@ -45,6 +48,23 @@ for t in $targets; do
     grep -A2 -E 'FUZZ CHECK FAILED|ERROR: (AddressSanitizer|libFuzzer)|runtime error|SUMMARY|Test unit written' "$log" |
       head -40 >&2 || true
     echo "    (full log: $log)" >&2
+    return 1
+  fi
+}
+for t in $targets; do
+  [ -d "tests/fuzz/corpus/$t" ] || { echo "fuzz.sh: no target '$t'" >&2; exit 2; }
+done
+pids=""
+running=0
+for t in $targets; do
+  fuzz_one "$t" &
+  pids="$pids $!"
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    for p in $pids; do wait "$p" || status=1; done
+    pids=""
+    running=0
   fi
 done
+for p in $pids; do wait "$p" || status=1; done
 exit $status

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes the seed corpus of the libFuzzer targets: tests/fuzz/corpus/<target>/<name>, one small file per named
 scenario (valid calls at tile edges, strides, misalignment, in place, every bad-argument class, special values).
 

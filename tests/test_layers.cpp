@@ -302,7 +302,7 @@ TEST(Layers, SizeFunctionsSaturate) {
   // Sizes that once wrapped (to 3376, 3184 and a small scratch on 64-bit targets).
   EXPECT_EQ(ma::decoder_layer_scratch_floats(1, 8, 1, size_max / 2), size_max);
   EXPECT_EQ(ma::encoder_layer_scratch_floats(1, 8, 1, size_max - 7), size_max);
-  EXPECT_EQ(ma::layer_scratch_floats(size_max / 64 + 1, 1), size_max);
+  EXPECT_EQ(ma::layer_scratch_floats(size_max / (2 * ma::detail::layer_block_q) + 1, 1), size_max);
   // An invalid format is 0 still, overflowing or not.
   EXPECT_EQ(ma::layer_scratch_floats(size_max, 1, static_cast<F>(3)), 0u);
   EXPECT_EQ(ma::layer_cache_bytes(size_max, 64, 4, 2, static_cast<F>(3)), 0u);
