@@ -159,10 +159,7 @@ echo "total $total all" >>"$times"
 echo "=== time per target ($times)"
 awk '{ printf "  %-22s %6d s  %s\n", $1, $2, $3 }' "$times"
 if [ "$clean" = 1 ]; then
-  for d in build build-*; do
-    [ -d "$d" ] && [ -f "$d/build.ninja" -o -d "$d/meson-private" -o "$d" = build-cmake -o "$d" = build-subproject -o \
-      "$d" = build-qemu-plugin ] && rm -rf "$d"
-  done
+  rm -rf build build-*  # every tree the targets make (git ignores /build*/)
   echo "build trees removed (--clean)"
 fi
 [ -z "$failures" ] || echo "failed:$failures" >&2
