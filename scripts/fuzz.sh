@@ -1,29 +1,35 @@
 #!/bin/sh
-# Builds the libFuzzer targets of tests/fuzz with Clang (ASan + UBSan + coverage, build dir build-fuzz), runs their
-# Meson tests (each seed corpus once, and the planted-discrepancy checks), then fuzzes each target for a bounded
-# time starting from its seed corpus (MICROATTN_JOBS targets at a time, default one per core), and prints how many
-# executions each did.
+# The sanitized Clang tree (build-clang: ASan + UBSan with no recovery, libFuzzer's coverage instrumentation,
+# -Werror, -O1 -g as the sanitizers' documentation advises) holds the test suite and the libFuzzer targets of
+# tests/fuzz over one library. This script builds it, runs the fuzz targets' Meson tests (each seed corpus once,
+# and the planted-discrepancy checks), then fuzzes each target for a bounded time starting from its seed corpus
+# (MICROATTN_JOBS targets at a time, default one per core), and prints how many executions each did.
 #   scripts/fuzz.sh                      60 s per target
 #   scripts/fuzz.sh 10                   10 s per target
 #   scripts/fuzz.sh 30 attention layers  only those targets (matmul softmax attention layers decode llama)
-# Exits non-zero if a test or a target fails. A failing input is saved as build-fuzz/fuzz-artifacts/<target>-crash-*;
-# rerun it with build-fuzz/tests/fuzz/fuzz_<target> FILE. Inputs that found new coverage accumulate in
-# build-fuzz/fuzz-corpus/<target>/ (reused by the next run; the committed seeds stay as they are).
+#   scripts/fuzz.sh --tree               only set up and build the tree (scripts/test.sh clang, then its tests)
+# Exits non-zero if a test or a target fails. A failing input is saved as build-clang/fuzz-artifacts/<target>-crash-*;
+# rerun it with build-clang/tests/fuzz/fuzz_<target> FILE. Inputs that found new coverage accumulate in
+# build-clang/fuzz-corpus/<target>/ (reused by the next run; the committed seeds stay as they are).
 set -eu
 cd "$(dirname "$0")/.."
+
+dir=build-clang
+opts="-Dwerror=true -Db_sanitize=address,undefined -Dfuzz=true -Doptimization=1 -Ddebug=true -Dbenchmarks=disabled
+  -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all"
+if [ -f "$dir/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  meson configure "$dir" $opts
+else
+  # shellcheck disable=SC2086
+  CC=clang CXX=clang++ meson setup "$dir" $opts
+fi
+ninja -C "$dir"
+[ "${1:-}" = --tree ] && exit 0
 
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 targets=${*:-"matmul softmax attention layers decode llama"}
-dir=build-fuzz
-
-if [ -f "$dir/build.ninja" ]; then
-  meson configure "$dir" -Dfuzz=true
-else
-  CXX=clang++ meson setup "$dir" -Dfuzz=true -Dwerror=true -Dbuildtype=debugoptimized -Dtests=disabled \
-    -Dbenchmarks=disabled -Dexamples=false
-fi
-ninja -C "$dir"
 
 status=0
 meson test -C "$dir" --suite fuzz --print-errorlogs || status=1

@@ -4,8 +4,8 @@
 # each target costs on 2 cores.
 #   scripts/test.sh              everything
 #   scripts/test.sh native       the host build only (GCC, -Werror): the check to run before a commit
-#   scripts/test.sh asan clang   the host suite under AddressSanitizer + UBSan; built with Clang, -Werror
-#   scripts/test.sh fuzz         the libFuzzer targets, 60 s each (scripts/fuzz.sh)
+#   scripts/test.sh clang        the host suite built with Clang, -Werror, under AddressSanitizer + UBSan (asan: the same)
+#   scripts/test.sh fuzz         the libFuzzer targets of that tree, 30 s each (scripts/fuzz.sh: 60 s by default)
 #   scripts/test.sh TARGET...    cross targets by cross-file name, e.g. aarch64-linux-gnu or cortex-m4
 #   scripts/test.sh footprint    the Cortex-M4/M7/M55 flash, RAM and stack figures against their budgets
 #   scripts/test.sh mcu-bench    the Cortex-M instruction counts under QEMU against their budgets (+2 % at most)
@@ -18,7 +18,7 @@
 #   --clean   remove the build trees when the run ends (they take about 3 GB after a whole run)
 # A target whose packages cannot be installed (no root, no sudo, no network) or that needs root is skipped with
 # one line saying why, and counted in the summary; with MICROATTN_TEST_STRICT=1 (set when CI=true) a skip fails.
-# Each target's time goes to build-times.txt (target, seconds, result), and the summary prints them.
+# Each target's time goes to build-times.txt (target, seconds, result, CPU seconds), and the summary prints them.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -36,12 +36,23 @@ strict=${MICROATTN_TEST_STRICT:-0}
 
 linux_targets="aarch64-linux-gnu arm-linux-gnueabihf i686-linux-gnu x86_64-v3 x86_64-v4"
 mcu_targets="cortex-m4 cortex-m7 cortex-m55"
-targets=${*:-"native asan clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench cmake subproject fresh"}
+targets=${*:-"native clang fuzz $linux_targets arm-bench $mcu_targets footprint mcu-bench cmake subproject fresh"}
+# fresh runs the subproject suite in its new root (its packages installed from nothing): with root, the whole run
+# leaves it to fresh (and runs it alone if fresh is skipped after all).
+sub_in_fresh=0
+case " $targets " in *" subproject "*)
+  case " $targets " in *" fresh "*)
+    if [ "$(id -u)" -eq 0 ] && [ -z "${MICROATTN_FRESH_SUITES+set}" ]; then
+      sub_in_fresh=1
+      targets=$(echo " $targets " | sed 's/ subproject / /; s/^ *//; s/ *$//')
+    fi ;;
+  esac ;;
+esac
 
 groups_of() {  # target -> the package groups of scripts/packages.txt it needs
   case $1 in
-    native | asan) echo native ;;
-    clang | fuzz) echo native checks ;;
+    native) echo native ;;
+    asan | clang | fuzz) echo native checks ;;
     cortex-m* | footprint | mcu-bench) echo native mcu ;;
     subproject) echo native mcu subproject ;;
     arm-bench) echo native cross peers ;;
@@ -75,22 +86,10 @@ run_suite() {  # build dir, meson setup arguments...
 run_target() {  # target
   case $1 in
     native) run_suite build -Dwerror=true ;;
-    asan)
-      # GCC's use-after-scope instrumentation of the xsimd kernels (src/kernels/simd.cpp) is most of this build's
-      # time; Clang's, on by default in the fuzz build, keeps that check.
-      run_suite build-asan -Db_sanitize=address,undefined \
-        "-Dcpp_args=-fno-sanitize-recover=all -fno-sanitize-address-use-after-scope" \
-        -Dc_args=-fno-sanitize-recover=all \
-        -Dbuildtype=debugoptimized -Dbenchmarks=disabled ;;
-    clang)
-      if [ -f build-clang/build.ninja ]; then
-        run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
-      else
-        CC=clang CXX=clang++ run_suite build-clang -Dwerror=true -Dbenchmarks=disabled
-      fi ;;
+    asan | clang) scripts/fuzz.sh --tree && meson test -C build-clang --print-errorlogs ;;
     footprint) /usr/bin/python3 scripts/footprint.py build-cortex-m4 build-cortex-m7 build-cortex-m55 ;;
     mcu-bench) scripts/mcu_bench.sh --check ;;
-    fuzz) scripts/fuzz.sh 60 ;;
+    fuzz) scripts/fuzz.sh 30 ;;
     arm-bench) scripts/arm_bench.sh --check ;;
     cmake) scripts/cmake_check.sh ;;
     subproject) scripts/subproject_check.sh ;;
@@ -115,6 +114,12 @@ skip_reason() {  # target -> prints why it cannot run here (nothing: it can)
   [ -z "$out" ] || echo "$out" >&2
 }
 
+cpu_now() {  # cpu = user + system seconds of this shell's finished children (`times`, second line; not in a subshell)
+  times >"$times.cpu"
+  cpu=$(awk 'NR == 2 { split($1, u, "m"); split($2, s, "m"); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
+    "$times.cpu")
+}
+
 times=build-times.txt
 : >"$times"
 passed=0
@@ -122,42 +127,60 @@ failed=0
 skipped=0
 failures=""
 start=$(date +%s)
-for t in $targets; do
+cpu_now
+cpu_start=$cpu
+run_one() {  # target: run it (or skip it), count it and record its times
+  t=$1
   echo "=== $t"
   reason=$(skip_reason "$t")
   if [ -n "$reason" ]; then
+    [ "$t" = fresh ] && fresh_skipped=1
     if [ "$strict" = 1 ]; then
       echo "=== $t: FAILED: $reason (a skip fails under MICROATTN_TEST_STRICT=1 / CI)" >&2
       failed=$((failed + 1)); failures="$failures $t"
-      echo "$t 0 failed" >>"$times"
+      echo "$t 0 failed 0" >>"$times"
     else
       echo "=== $t: skipped: $reason"
       skipped=$((skipped + 1))
-      echo "$t 0 skipped" >>"$times"
+      echo "$t 0 skipped 0" >>"$times"
     fi
-    continue
+    return
   fi
   t0=$(date +%s)
+  cpu_now
+  c0=$cpu
   (set -e; run_target "$t")
   rc=$?
   secs=$(($(date +%s) - t0))
+  cpu_now
+  cpu=$((cpu - c0))
+  [ $rc -eq 77 ] && [ "$t" = fresh ] && fresh_skipped=1
   if [ $rc -eq 77 ]; then  # the target found at run time that this machine cannot run it (said why above)
     echo "=== $t: skipped after $secs s"
-    skipped=$((skipped + 1)); echo "$t $secs skipped" >>"$times"
+    skipped=$((skipped + 1)); echo "$t $secs skipped $cpu" >>"$times"
     [ "$strict" = 1 ] && { failed=$((failed + 1)); failures="$failures $t"; }
   elif [ $rc -eq 0 ]; then
     echo "=== $t: passed in $secs s"
-    passed=$((passed + 1)); echo "$t $secs passed" >>"$times"
+    passed=$((passed + 1)); echo "$t $secs passed $cpu" >>"$times"
   else
     echo "=== $t: FAILED after $secs s" >&2
-    failed=$((failed + 1)); failures="$failures $t"; echo "$t $secs failed" >>"$times"
+    failed=$((failed + 1)); failures="$failures $t"; echo "$t $secs failed $cpu" >>"$times"
   fi
-done
-total=$(($(date +%s) - start))
-echo "total $total all" >>"$times"
+}
 
-echo "=== time per target ($times)"
-awk '{ printf "  %-22s %6d s  %s\n", $1, $2, $3 }' "$times"
+fresh_skipped=0
+for t in $targets; do
+  run_one "$t"
+done
+# the subproject suite was left to fresh, which did not run
+[ "$sub_in_fresh" = 1 ] && [ "$fresh_skipped" = 1 ] && run_one subproject
+total=$(($(date +%s) - start))
+cpu_now
+echo "total $total all $((cpu - cpu_start))" >>"$times"
+rm -f "$times.cpu"
+
+echo "=== time per target ($times): wall-clock and CPU (user + system) seconds"
+awk '{ printf "  %-22s %6d s %6d s CPU  %s\n", $1, $2, $4, $3 }' "$times"
 if [ "$clean" = 1 ]; then
   rm -rf build build-*  # every tree the targets make (git ignores /build*/)
   echo "build trees removed (--clean)"

@@ -1,6 +1,7 @@
 // The C API (microattn.h): thin wrappers over the C++ entry points, plus the layer over caller memory.
 #include "microattn/microattn.h"
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -278,7 +279,10 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, cons
 
 extern "C" {
 
-const char* microattn_status_string(microattn_status s) { return ma::to_string(static_cast<ma::Status>(s)); }
+// Any int a C caller passes, read as its bytes (raw_enum): a value no enumerator has gets to_string's "unknown".
+const char* microattn_status_string(microattn_status s) {
+  return ma::to_string(static_cast<ma::Status>(static_cast<int>(ma::capi::raw_enum(s, INT_MAX))));
+}
 
 const char* microattn_version(void) {
 #define MICROATTN_STR_(x) #x

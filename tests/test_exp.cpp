@@ -15,8 +15,6 @@ using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
-
 float from_bits(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

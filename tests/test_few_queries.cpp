@@ -17,9 +17,6 @@ using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
-const float nan_value = std::numeric_limits<float>::quiet_NaN();
-
 using Case = AttentionCase;
 using Problem = AttentionProblem;
 

@@ -40,7 +40,6 @@ using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr std::size_t br = ma::attention_block_q;
 constexpr std::size_t bc = ma::attention_block_kv;
 

@@ -17,8 +17,6 @@ using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
-
 // Runs layer.forward on query (and context, unless self) and compares with the reference.
 template <class Layer>
 void check_layer(Layer& layer, std::size_t heads, std::size_t kv_heads, std::size_t n_q, std::size_t n_kv, bool self,

@@ -39,14 +39,14 @@ std::vector<Table> linear_tables() {
 }
 std::string table_name(const ::testing::TestParamInfo<Table>& info) { return info.param->name; }
 
-constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double inf_d = std::numeric_limits<double>::infinity();
 
 // binary16 from its definition: (−1)^s · 2^(e − 15) · (1 + m/1024), subnormal 2^−14 · m/1024, e = 31: inf / NaN.
 double half_value(std::uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
   double v;
   if (e == 31) {
-    v = m != 0 ? std::numeric_limits<double>::quiet_NaN() : inf;
+    v = m != 0 ? std::numeric_limits<double>::quiet_NaN() : inf_d;
   } else if (e == 0) {
     v = std::ldexp(static_cast<double>(m), -24);
   } else {

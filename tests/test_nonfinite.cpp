@@ -17,14 +17,11 @@ using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
-const float nan_value = std::numeric_limits<float>::quiet_NaN();
-
-struct Problem {
+struct NonFiniteProblem {
   std::size_t n_q, n_kv, d;
   Guarded q, k, v, mask, out;
   std::vector<float> ws;
-  Problem(std::size_t nq, std::size_t nkv, std::size_t dd, std::uint32_t seed)
+  NonFiniteProblem(std::size_t nq, std::size_t nkv, std::size_t dd, std::uint32_t seed)
       : n_q(nq),
         n_kv(nkv),
         d(dd),
@@ -60,7 +57,7 @@ class NonFinite : public ::testing::TestWithParam<const ma::detail::Kernels*> {}
 
 TEST_P(NonFinite, NanInOneQueryRowReachesOnlyThatRow) {
   for (float bad : {nan_value, inf, -inf}) {
-    Problem p(40, 70, 16, 1);
+    NonFiniteProblem p(40, 70, 16, 1);
     p.q.at(13, 4) = bad;
     p.run(*GetParam(), {});
     for (std::size_t i = 0; i < p.n_q; ++i) {
@@ -81,7 +78,7 @@ TEST_P(NonFinite, NanInAKeyOrValueRowReachesOnlyTheRowsThatSeeIt) {
   // the NaN, whichever of k or v holds it, inside or across the key block that straddles the diagonal.
   for (int where = 0; where < 4; ++where)
     for (std::size_t j : {5, 33, 64, 65}) {
-      Problem clean(80, 80, 16, 2), dirty(80, 80, 16, 2);
+      NonFiniteProblem clean(80, 80, 16, 2), dirty(80, 80, 16, 2);
       ma::AttentionOptions o;
       o.causal = true;
       clean.run(*GetParam(), o);
@@ -104,7 +101,7 @@ TEST_P(NonFinite, MaskedOutKeysCannotLeakTheirNaN) {
   // Key 9 holds NaN in k and v but the mask hides it (−inf) from even rows: those stay finite and equal
   // to the clean result up to rounding (the guarded P·V sums the block in two runs around key 9); odd rows
   // see it and turn NaN.
-  Problem clean(20, 30, 8, 3), dirty(20, 30, 8, 3);
+  NonFiniteProblem clean(20, 30, 8, 3), dirty(20, 30, 8, 3);
   for (std::size_t i = 0; i < 20; ++i) {
     clean.mask.at(i, 9) = i % 2 == 0 ? -inf : 0.5f;
     dirty.mask.at(i, 9) = clean.mask.at(i, 9);
@@ -126,7 +123,7 @@ TEST_P(NonFinite, MaskedOutKeysCannotLeakTheirNaN) {
 }
 
 TEST_P(NonFinite, NanInTheMaskReachesOnlyItsRow) {
-  Problem p(20, 30, 8, 4);
+  NonFiniteProblem p(20, 30, 8, 4);
   p.mask.at(6, 11) = nan_value;
   p.mask.at(7, 12) = inf;
   ma::AttentionOptions o;
@@ -142,7 +139,7 @@ TEST_P(NonFinite, NanInTheMaskReachesOnlyItsRow) {
 }
 
 TEST_P(NonFinite, FullyHiddenRowsAreZerosNeverNan) {
-  Problem p(40, 50, 16, 5);
+  NonFiniteProblem p(40, 50, 16, 5);
   for (std::size_t j = 0; j < 50; ++j) p.mask.at(3, j) = -inf;  // row 3: mask hides everything
   p.v.at(10, 0) = nan_value;                                    // even with a NaN value around
   ma::AttentionOptions o;
@@ -160,7 +157,7 @@ TEST_P(NonFinite, FullyHiddenRowsAreZerosNeverNan) {
 TEST_P(NonFinite, HugeFiniteScoresDoNotOverflow) {
   // q and k entries of 1e15 give scores near 1e30: the max is subtracted first, nothing overflows, and
   // every output stays a convex combination of the rows of v.
-  Problem p(33, 40, 4, 6);
+  NonFiniteProblem p(33, 40, 4, 6);
   for (std::size_t i = 0; i < 33; ++i)
     for (std::size_t c = 0; c < 4; ++c) p.q.at(i, c) *= 1e15f;
   for (std::size_t j = 0; j < 40; ++j)
@@ -183,7 +180,7 @@ TEST_P(NonFinite, HugeFiniteScoresDoNotOverflow) {
 TEST_P(NonFinite, HugeMaskValuesDecideExactly) {
   // A +1e30 mask entry makes its key the only one that counts: the output row is exactly that value row.
   // A −1e30 entry makes its key vanish: the rest is the reference within tolerance.
-  Problem p(33, 40, 4, 7);
+  NonFiniteProblem p(33, 40, 4, 7);
   for (std::size_t i = 0; i < 33; ++i) p.mask.at(i, (i * 7) % 40) = i % 2 == 0 ? 1e30f : -1e30f;
   ma::AttentionOptions o;
   o.mask = p.mask.cview();
@@ -380,7 +377,7 @@ TEST_P(NonFinite, NonFiniteValuesGiveNanInEveryKeyOrder) {
 
 TEST_P(NonFinite, MaskNanAtAKeyTheCausalRuleHidesHasNoEffect) {
   // Issue 12 item 11: a NaN or +inf mask entry counts only at keys the causal rule lets the query see.
-  Problem p(20, 30, 8, 11), clean(20, 30, 8, 11);
+  NonFiniteProblem p(20, 30, 8, 11), clean(20, 30, 8, 11);
   p.mask.at(6, 20) = nan_value;  // hidden from row 6 (6 + 0 < 20)
   p.mask.at(7, 25) = inf;        // hidden from row 7
   p.mask.at(9, 3) = nan_value;   // seen by row 9
@@ -408,7 +405,7 @@ TEST_P(NonFinite, ExactRowPathMeetsTheDocumentedBound) {
   for (int mode = 0; mode < 2; ++mode)
     for (std::size_t n_kv : {1, 17, 64, 65, 130})
       for (int layout = 0; layout < 4; ++layout) {
-        Problem p(37, n_kv, 9, seed++);
+        NonFiniteProblem p(37, n_kv, 9, seed++);
         ma::AttentionOptions o;
         if (mode == 0) {
           o.scale = 4e-39f;  // scale·log2 e < 2^−126

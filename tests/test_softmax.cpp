@@ -15,9 +15,6 @@ using namespace testing_support;
 
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
-const float nan_value = std::numeric_limits<float>::quiet_NaN();
-
 // Runs softmax over `m` with the kernel table (or softmax_rows() when null) and checks every row.
 void check_softmax(const ma::detail::Kernels* kernels, Guarded& m) {
   std::vector<std::vector<double>> want(m.rows());

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@
 #include "tolerance.hpp"
 
 namespace testing_support {
+
+// The float specials every suite uses, defined once: the test programs compile as unity builds.
+inline constexpr float inf = std::numeric_limits<float>::infinity();
+inline constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 
 // ---- canary-guarded matrix -----------------------------------------------------------------------------
 // rows × cols inside a rows × stride layout, `guard` floats before and after, optionally shifted by one
