@@ -5,10 +5,8 @@
 
 namespace ref {
 
-// Sums and exponentials in double: 29 bits beyond float, more than any float tolerance needs. long double is
-// software where most of the suite runs (AArch64's 128-bit format; x87 under QEMU); visible() keeps it for its
-// exact integers.
-using wide = double;
+// Everything in double, 29 bits beyond float: long double would be software where most of the suite runs
+// (AArch64's 128-bit format; x87 under QEMU). visible() keeps it for its exact integers.
 
 void matmul(const float* a, std::size_t lda, const float* b, std::size_t ldb, bool transpose_b, std::size_t m,
             std::size_t n, std::size_t k, std::vector<double>& c, std::vector<double>& abs_c) {
@@ -30,7 +28,7 @@ void matmul(const float* a, std::size_t lda, const float* b, std::size_t ldb, bo
 
 void softmax_row(const float* x, std::size_t n, std::vector<double>& y) {
   y.assign(n, 0.0);
-  wide mx = -std::numeric_limits<wide>::infinity();
+  double mx = -std::numeric_limits<double>::infinity();
   bool bad = false;
   for (std::size_t i = 0; i < n; ++i) {
     if (std::isnan(x[i]) || x[i] == std::numeric_limits<float>::infinity()) bad = true;
@@ -41,16 +39,16 @@ void softmax_row(const float* x, std::size_t n, std::vector<double>& y) {
     return;
   }
   if (std::isinf(mx)) return;  // all −inf: zeros
-  wide sum = wide(0);
-  std::vector<wide> e(n);
+  double sum = 0.0;
+  std::vector<double> e(n);
   for (std::size_t i = 0; i < n; ++i) {
-    e[i] = std::isinf(x[i]) ? wide(0) : std::exp(static_cast<wide>(x[i]) - mx);
+    e[i] = std::isinf(x[i]) ? 0.0 : std::exp(static_cast<double>(x[i]) - mx);
     sum += e[i];
   }
   for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<double>(e[i] / sum);
 }
 
-double exp(float x) { return static_cast<double>(std::exp(static_cast<wide>(x))); }
+double exp(float x) { return std::exp(static_cast<double>(x)); }
 
 }  // namespace ref
 
@@ -71,11 +69,11 @@ void rotate(double* m, std::size_t rows, std::size_t ld, std::size_t heads, std:
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t h = 0; h < heads; ++h)
       for (std::size_t p = 0; p < dims / 2; ++p) {
-        const wide angle = (static_cast<wide>(first_position) + static_cast<wide>(r * step)) *
-                           std::pow(static_cast<wide>(theta), wide(-2) * p / static_cast<wide>(dims));
+        const double angle = (static_cast<double>(first_position) + static_cast<double>(r * step)) *
+                             std::pow(static_cast<double>(theta), -2.0 * p / static_cast<double>(dims));
         const std::size_t a = h * head_dim + (interleaved ? 2 * p : p);
         const std::size_t b = h * head_dim + (interleaved ? 2 * p + 1 : p + dims / 2);
-        const wide x = m[r * ld + a], z = m[r * ld + b];
+        const double x = m[r * ld + a], z = m[r * ld + b];
         m[r * ld + a] = static_cast<double>(x * std::cos(angle) - z * std::sin(angle));
         m[r * ld + b] = static_cast<double>(x * std::sin(angle) + z * std::cos(angle));
       }
@@ -88,23 +86,23 @@ void attention(const AttentionCase& c, std::vector<double>& out, std::vector<dou
   out.assign(c.n_q * c.d_v, 0.0);
   weighted_abs.assign(c.n_q * c.d_v, 0.0);
   score_abs.assign(c.n_q, 0.0);
-  std::vector<wide> s(c.n_kv);
+  std::vector<double> s(c.n_kv);
   std::vector<bool> visible(c.n_kv);
   for (std::size_t i = 0; i < c.n_q; ++i) {
     bool bad = false, any = false;
-    wide mx = -std::numeric_limits<wide>::infinity();
+    double mx = -std::numeric_limits<double>::infinity();
     for (std::size_t j = 0; j < c.n_kv; ++j) {
       visible[j] = ref::visible(i, j, c.causal, c.causal_offset, c.window);
       if (!visible[j]) continue;
-      wide dot = wide(0);
+      double dot = 0.0;
       double dot_abs = 0.0;
       for (std::size_t p = 0; p < c.d_k; ++p) {
-        dot += static_cast<wide>(c.q[i * c.ldq + p]) * c.k[j * c.ldk + p];
+        dot += static_cast<double>(c.q[i * c.ldq + p]) * c.k[j * c.ldk + p];
         dot_abs += std::fabs(static_cast<double>(c.q[i * c.ldq + p]) * c.k[j * c.ldk + p]);
       }
       const double mval = c.mask ? c.mask[i * c.ldm + j] : 0.0;
       s[j] = dot * scale + mval;
-      if (std::isnan(static_cast<double>(s[j])) || s[j] == std::numeric_limits<wide>::infinity()) bad = true;
+      if (std::isnan(s[j]) || s[j] == std::numeric_limits<double>::infinity()) bad = true;
       if (std::isfinite(static_cast<double>(s[j])))
         score_abs[i] = std::fmax(score_abs[i], dot_abs * scale + std::fabs(mval));
       if (s[j] > mx) mx = s[j];
@@ -115,17 +113,17 @@ void attention(const AttentionCase& c, std::vector<double>& out, std::vector<dou
       continue;
     }
     if (!any || std::isinf(static_cast<double>(mx))) continue;  // nothing visible: zeros
-    wide sum = wide(0);
+    double sum = 0.0;
     for (std::size_t j = 0; j < c.n_kv; ++j) {
-      s[j] = visible[j] && !std::isinf(static_cast<double>(s[j])) ? std::exp(s[j] - mx) : wide(0);
+      s[j] = visible[j] && !std::isinf(s[j]) ? std::exp(s[j] - mx) : 0.0;
       sum += s[j];
     }
     for (std::size_t cc = 0; cc < c.d_v; ++cc) {
-      wide acc = wide(0);
+      double acc = 0.0;
       double wabs = 0.0;
       for (std::size_t j = 0; j < c.n_kv; ++j) {
-        if (s[j] == wide(0)) continue;
-        const wide pj = s[j] / sum;
+        if (s[j] == 0.0) continue;
+        const double pj = s[j] / sum;
         acc += pj * c.v[j * c.ldv + cc];
         wabs += static_cast<double>(pj) * std::fabs(static_cast<double>(c.v[j * c.ldv + cc]));
       }
@@ -163,25 +161,24 @@ void multihead_attention(const MhaCase& c, std::vector<double>& y) {
   const std::vector<double> v = linear(c.context, c.n_kv, c.ldc, c.d, c.wv, c.bv, kvd);
   std::vector<double> heads(c.n_q * c.d, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  std::vector<wide> s(c.n_kv);
+  std::vector<double> s(c.n_kv);
   for (std::size_t h = 0; h < c.heads; ++h) {
     const std::size_t g = h / group;
     for (std::size_t i = 0; i < c.n_q; ++i) {
-      wide mx = -std::numeric_limits<wide>::infinity();
+      double mx = -std::numeric_limits<double>::infinity();
       for (std::size_t j = 0; j < c.n_kv; ++j) {
         const bool vis = visible(i, j, c.causal, c.causal_offset, c.window);
-        wide dot = wide(0);
+        double dot = 0.0;
         for (std::size_t p = 0; p < hd; ++p)
-          dot += static_cast<wide>(q[i * c.d + h * hd + p]) * k[j * kvd + g * hd + p];
-        s[j] = vis ? dot * scale + (c.mask ? c.mask[i * c.ldm + j] : 0.0f) : -std::numeric_limits<wide>::infinity();
+          dot += static_cast<double>(q[i * c.d + h * hd + p]) * k[j * kvd + g * hd + p];
+        s[j] = vis ? dot * scale + (c.mask ? c.mask[i * c.ldm + j] : 0.0f) : -std::numeric_limits<double>::infinity();
         if (s[j] > mx) mx = s[j];
       }
       if (std::isinf(static_cast<double>(mx))) continue;
-      wide sum = wide(0);
-      for (std::size_t j = 0; j < c.n_kv; ++j)
-        sum += s[j] = std::isinf(static_cast<double>(s[j])) ? wide(0) : std::exp(s[j] - mx);
+      double sum = 0.0;
+      for (std::size_t j = 0; j < c.n_kv; ++j) sum += s[j] = std::isinf(s[j]) ? 0.0 : std::exp(s[j] - mx);
       for (std::size_t cc = 0; cc < hd; ++cc) {
-        wide acc = wide(0);
+        double acc = 0.0;
         for (std::size_t j = 0; j < c.n_kv; ++j) acc += s[j] / sum * v[j * kvd + g * hd + cc];
         heads[i * c.d + h * hd + cc] = static_cast<double>(acc);
       }
