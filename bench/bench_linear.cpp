@@ -24,22 +24,6 @@ namespace ma = microattn;
 
 namespace {
 
-// binary16 bits of a float, rounded to nearest even (normal range and zero; the benchmark's weights are in [−1, 1]).
-std::uint16_t to_half(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const float a = std::fabs(f);
-  if (a < 0x1p-14f) return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(a * 0x1p24f)));
-  std::uint32_t bits;
-  std::memcpy(&bits, &a, sizeof bits);
-  const std::uint32_t mant = bits & 0x7fffffu, exp = (bits >> 23) - 112;
-  std::uint32_t h = (exp << 10) | (mant >> 13);
-  const std::uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;
-  return static_cast<std::uint16_t>(sign | h);
-}
-
 // One weight matrix in every format.
 struct Weights {
   std::size_t n, k;
@@ -48,16 +32,15 @@ struct Weights {
   std::map<std::size_t, std::vector<std::int8_t>> q8;  // by group
   std::map<std::size_t, std::vector<float>> scales;    // by group
   Weights(std::size_t rows, std::size_t cols) : n(rows), k(cols), f32(bench::random_vector(rows * cols, 3)) {
-    for (float v : f32) f16.push_back(to_half(v));
+    for (float v : f32) f16.push_back(ma::f16_from_float(v));
     for (std::size_t g : {std::size_t{32}, std::size_t{64}, cols}) {
       std::vector<std::int8_t>& q = q8[g];
       std::vector<float>& s = scales[g];
-      for (std::size_t b = 0; b < rows * cols; b += g) {
-        float amax = 0.0f;
-        for (std::size_t i = b; i < b + g; ++i) amax = std::max(amax, std::fabs(f32[i]));
-        s.push_back(amax / 127.0f);
-        for (std::size_t i = b; i < b + g; ++i) q.push_back(static_cast<std::int8_t>(std::round(f32[i] / s.back())));
-      }
+      q.resize(rows * cols);
+      s.resize(rows * cols / g);
+      if (ma::quantize_q8(ma::make_view(static_cast<const float*>(f32.data()), rows, cols), g, q.data(), s.data()) !=
+          ma::Status::ok)
+        std::abort();
     }
   }
   ma::WeightMatrix matrix(const std::string& variant) const {

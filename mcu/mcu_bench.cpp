@@ -210,20 +210,6 @@ float lin_w[lin_max], lin_scales[lin_max / 64], lin_bias[256], lin_x[256], lin_y
 std::uint16_t lin_h[lin_max];
 std::int8_t lin_q[lin_max];
 
-// IEEE binary16 of a float in [−2, 2] (round to nearest even: the bench needs no more than a faithful weight).
-std::uint16_t to_half(float f) {
-  std::uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  const std::uint32_t sign = (b >> 16) & 0x8000u, mag = b & 0x7fffffffu;
-  if (mag < 0x38800000u) {  // below 2⁻¹⁴: subnormal half (or zero), 2⁻²⁴ units
-    float a;
-    std::memcpy(&a, &mag, sizeof a);
-    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(a * 16777216.0f)));
-  }
-  std::uint32_t h = (mag - 0x38000000u) >> 13, rest = mag & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<std::uint16_t>(sign | h);
-}
 double half_value(std::uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
   const int mant = e == 0 ? m : m + 1024, exp = e == 0 ? -24 : e - 25;  // one conversion (see weight_value)
@@ -253,7 +239,7 @@ bool run_linear(Op op, std::size_t n, std::size_t k, std::uint32_t& t0, std::uin
   const std::size_t group = op == Op::linear_q8_g64 ? 64 : k;
   ma::WeightMatrix w = ma::weights_f32(lin_w, n, k);
   if (op == Op::linear_f16) {
-    for (std::size_t i = 0; i < n * k; ++i) h[i] = to_half(lin_w[i]);
+    for (std::size_t i = 0; i < n * k; ++i) h[i] = ma::f16_from_float(lin_w[i]);
     w = ma::weights_f16(h, n, k);
   } else if (op == Op::linear_q8 || op == Op::linear_q8_g64) {
     for (std::size_t g = 0; g < n * k / group; ++g) {
@@ -313,15 +299,9 @@ float s_emb[vocab * dim / group], s_weights[layers * layer_scales];
 float x_rows[rows * dim], logits[steps * vocab], ref_logits[steps * vocab];
 std::size_t tokens[rows + 1];
 
-// Quantizes n values in groups (absmax / 127, round half away from zero), as llama2.c's export does.
+// Quantizes n values in groups of g (the library's quantizer: the exporter's rules).
 void quantize(const float* w, std::size_t n, std::size_t g, std::int8_t* q, float* s) {
-  for (std::size_t i0 = 0; i0 < n; i0 += g) {
-    float amax = 0.0f;
-    for (std::size_t i = i0; i < i0 + g; ++i) amax = std::fmax(amax, std::fabs(w[i]));
-    const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
-    s[i0 / g] = scale;
-    for (std::size_t i = i0; i < i0 + g; ++i) q[i] = static_cast<std::int8_t>(std::lround(w[i] / scale));
-  }
+  if (ma::quantize_q8(ma::make_view(w, 1, n), g, q, s) != ma::Status::ok) std::abort();
 }
 
 // Layer l's weights in a format: f32 from `weights`, q8 from q_weights / s_weights (scales at the same offsets / 64;

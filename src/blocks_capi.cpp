@@ -266,8 +266,6 @@ microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerO
   const ma::Format f = cpp(l.cache_format);
   const bool f32 = f == ma::Format::f32;
   const std::size_t half = l.max_seq * l.kv_heads * l.head_dim;  // elements of K (and of V)
-  const std::size_t scales = f == ma::Format::q8 ? l.max_seq * l.kv_heads : 0;
-  unsigned char* const k = reinterpret_cast<unsigned char*>(l.cache + 2 * scales);
   ma::detail::LayerState state{l.cached, l.position};
   const ma::detail::BlockParts parts{{{l.max_seq, l.model_dim, l.heads, l.kv_heads, l.head_dim},
                                       &aw,
@@ -279,8 +277,8 @@ microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerO
                                       l.scratch},
                                      l.hidden,
                                      ma::layer_scratch_floats(l.model_dim, l.heads, f),
-                                     {f, f32 ? nullptr : k, f32 ? nullptr : k + half * (f == ma::Format::f16 ? 2 : 1),
-                                      f32 ? nullptr : l.cache, f32 ? nullptr : l.cache + scales},
+                                     f32 ? ma::detail::LayerCache{f, nullptr, nullptr, nullptr, nullptr}
+                                         : ma::detail::cache_in(f, l.cache, l.max_seq, l.kv_heads, l.head_dim),
                                      f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache,
                                      &ma::detail::linear_checked};
   const ma::Status s = ma::detail::decoder_run(parts, op, w, l.config.rms_norm_eps, x, y, o);

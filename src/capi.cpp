@@ -258,12 +258,9 @@ microattn_status layer_call(microattn_layer* layer, ma::detail::LayerOp op, cons
   if (l.cache_runner == nullptr) {
     s = ma::detail::layer_run(parts, op, q, ctx, out, o);
   } else {
-    // The C++ layer's layout (MultiHeadAttention::cache()): [K scales, V scales (Q8)] [K] [V].
-    const ma::Format f = cpp(l.cache_format);
-    const std::size_t scales = f == ma::Format::q8 ? l.max_seq * l.kv_heads : 0;
-    const std::size_t half = l.max_seq * l.kv_heads * l.head_dim * (f == ma::Format::f16 ? 2 : 1);
-    unsigned char* const k = reinterpret_cast<unsigned char*>(l.cache + 2 * scales);
-    const ma::detail::LayerCache cache{f, k, k + half, l.cache, l.cache + scales};
+    // The C++ layer's layout (detail::cache_layout).
+    const ma::detail::LayerCache cache =
+        ma::detail::cache_in(cpp(l.cache_format), l.cache, l.max_seq, l.kv_heads, l.head_dim);
     parts.k = nullptr;
     parts.v = nullptr;
     s = static_cast<const CacheRunner*>(l.cache_runner)->run(parts, cache, op, q, ctx, out, o);
@@ -306,6 +303,12 @@ microattn_status microattn_linear(microattn_cview x, const microattn_weight_matr
                                   microattn_view y) {
   if (w == nullptr) return MICROATTN_NULL_POINTER;
   return c(ma::linear(cpp(x), cpp(*w), bias, cpp(y)));
+}
+
+uint16_t microattn_f16_from_float(float x) { return ma::f16_from_float(x); }
+float microattn_float_from_f16(uint16_t h) { return ma::float_from_f16(h); }
+microattn_status microattn_quantize_q8(microattn_cview w, size_t group, int8_t* data, float* scales) {
+  return c(ma::quantize_q8(cpp(w), group, data, scales));
 }
 
 microattn_status microattn_exp_elements(const float* x, float* y, size_t n) { return c(ma::exp_elements(x, y, n)); }

@@ -257,11 +257,11 @@ void store_cache_rows(const LayerCache& c, const LayerShape& shape, std::size_t 
       const float* kr = k + r * ld + g * hd;
       const float* vr = v + r * ld + g * hd;
       if (c.format == Format::f16) {
-        store_f16_row(kr, hd, static_cast<std::uint16_t*>(c.k) + at);
-        store_f16_row(vr, hd, static_cast<std::uint16_t*>(c.v) + at);
+        f16_store_row(kr, hd, static_cast<std::uint16_t*>(c.k) + at);
+        f16_store_row(vr, hd, static_cast<std::uint16_t*>(c.v) + at);
       } else {
-        store_q8_row(kr, hd, static_cast<std::int8_t*>(c.k) + at, c.k_scales + scale_at);
-        store_q8_row(vr, hd, static_cast<std::int8_t*>(c.v) + at, c.v_scales + scale_at);
+        q8_store_row(kr, hd, static_cast<std::int8_t*>(c.k) + at, c.k_scales + scale_at);
+        q8_store_row(vr, hd, static_cast<std::int8_t*>(c.v) + at, c.v_scales + scale_at);
       }
     }
 }

@@ -53,9 +53,9 @@ float ref_half_value(std::uint16_t h) {
   if (e == 0) return static_cast<float>(s * std::ldexp(m, -24));
   return static_cast<float>(s * std::ldexp(1024 + m, e - 25));
 }
-// q8 as documented: s = max|x| / 127 (float), q = round-half-away(x / s) (float division) clamped to ±127; zeros:
-// s = 0; a NaN or ±inf: s = NaN, q = 0.
-void ref_q8_row(const float* x, std::size_t n, std::int8_t* q, float* s) {
+// q8 as documented: s = max|x| / 127 (float), q = round-half-away(x / s) (float division; ties to even for
+// weights, as the exporter) clamped to ±127; zeros: s = 0; a NaN or ±inf: s = NaN, q = 0.
+void ref_q8_row(const float* x, std::size_t n, std::int8_t* q, float* s, bool ties_to_even = false) {
   float top = 0.0f;
   bool finite = true;
   for (std::size_t i = 0; i < n; ++i) {
@@ -69,7 +69,8 @@ void ref_q8_row(const float* x, std::size_t n, std::int8_t* q, float* s) {
       continue;
     }
     const float t = x[i] / *s;
-    q[i] = static_cast<std::int8_t>(std::max(-127.0, std::min(127.0, std::round(static_cast<double>(t)))));
+    const double r = ties_to_even ? std::nearbyint(static_cast<double>(t)) : std::round(static_cast<double>(t));
+    q[i] = static_cast<std::int8_t>(std::max(-127.0, std::min(127.0, r)));
   }
   if (!finite) return;
   if (*s == 0.0f) *s = 0.0f;
@@ -135,10 +136,10 @@ TEST(CacheStorage, HalfRoundingMatchesTheDefinition) {
     xs.push_back(f);
   }
   for (float x : xs) {
-    EXPECT_EQ(md::float_to_half(x), ref_half_bits(x)) << x;
-    EXPECT_EQ(ma::detail::float_to_half(x) & 0x7fffu, ref_half_bits(x) & 0x7fffu);
+    EXPECT_EQ(ma::f16_from_float(x), ref_half_bits(x)) << x;
+    EXPECT_EQ(ma::f16_from_float(-x), ref_half_bits(-x));
   }
-  EXPECT_EQ(md::float_to_half(NAN) & 0x7e00u, 0x7e00u);
+  EXPECT_EQ(ma::f16_from_float(NAN) & 0x7e00u, 0x7e00u);
 }
 
 TEST(CacheStorage, Q8RowsMatchTheDefinition) {
@@ -153,7 +154,7 @@ TEST(CacheStorage, Q8RowsMatchTheDefinition) {
       if (trial % 13 == 0) x[0] = trial % 2 ? INFINITY : NAN;
       std::vector<std::int8_t> q(n), qr(n);
       float s = -1.0f, sr = -1.0f;
-      md::store_q8_row(x.data(), n, q.data(), &s);
+      md::q8_store_row(x.data(), n, q.data(), &s);
       ref_q8_row(x.data(), n, qr.data(), &sr);
       ASSERT_EQ(std::isnan(s), std::isnan(sr));
       if (!std::isnan(s)) {
@@ -162,6 +163,118 @@ TEST(CacheStorage, Q8RowsMatchTheDefinition) {
       ASSERT_EQ(q, qr) << "n " << n << " trial " << trial;
     }
   }
+}
+
+// ---- the public conversions (weights.hpp) --------------------------------------------------------------------
+TEST(Formats, FloatFromF16EveryBitPattern) {
+  for (std::uint32_t h = 0; h <= 0xffffu; ++h) {
+    const float got = ma::float_from_f16(static_cast<std::uint16_t>(h)),
+                want = ref_half_value(static_cast<std::uint16_t>(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << std::hex << h;
+      ASSERT_EQ(std::signbit(got), (h & 0x8000u) != 0) << std::hex << h;
+    } else {
+      ASSERT_EQ(got, want) << std::hex << h;
+      ASSERT_EQ(std::signbit(got), std::signbit(want)) << std::hex << h;
+    }
+    if (!std::isnan(want)) {
+      ASSERT_EQ(ma::f16_from_float(got), h) << std::hex << h;  // every half round-trips
+    }
+  }
+}
+
+// quantize_q8 against the reference group by group (ties to even), over strides, groups that divide the columns,
+// equal them, span several rows or straddle rows, magnitudes from subnormal to large, exact ties, zero and
+// non-finite groups; canaries after data and scales.
+TEST(Formats, QuantizeQ8AsTheExporter) {
+  std::mt19937 rng(11);
+  struct Shape {
+    std::size_t rows, cols, stride, group;
+  };
+  const Shape shapes[] = {{1, 1, 1, 1}, {3, 8, 8, 8}, {3, 8, 11, 4},   {4, 6, 6, 12},      {16, 172, 172, 64},
+                          {2, 7, 9, 2}, {7, 3, 5, 7}, {6, 32, 40, 32}, {1, 300, 300, 300}, {9, 5, 5, 45}};
+  std::size_t checked = 0;
+  for (const Shape& sh : shapes)
+    for (int trial = 0; trial < 40; ++trial) {
+      SCOPED_TRACE(::testing::Message() << sh.rows << "x" << sh.cols << " stride " << sh.stride << " group " << sh.group
+                                        << " trial " << trial);
+      std::vector<float> w(sh.rows * sh.stride, 12345.0f), dense(sh.rows * sh.cols);
+      const float mag = std::ldexp(1.0f, static_cast<int>(rng() % 240) - 140);
+      for (std::size_t r = 0; r < sh.rows; ++r)
+        for (std::size_t c = 0; c < sh.cols; ++c) {
+          float v = (static_cast<float>(rng() % 2001) / 1000.0f - 1.0f) * mag;
+          if (trial % 3 == 0) v = static_cast<float>(static_cast<int>(rng() % 255) - 127) + 0.5f * (trial % 2);  // ties
+          if (trial % 3 == 0 && (r * sh.cols + c) % sh.group == 0) v = 127.0f;  // s = 1 exactly
+          dense[r * sh.cols + c] = w[r * sh.stride + c] = v;
+        }
+      if (trial % 5 == 1) {
+        for (std::size_t i = 0; i < sh.group; ++i) dense[i] = 0.0f;  // a zero group
+      }
+      if (trial % 7 == 2) dense[sh.rows * sh.cols - 1] = trial % 2 ? INFINITY : NAN;
+      for (std::size_t e = 0; e < sh.rows * sh.cols; ++e) w[e / sh.cols * sh.stride + e % sh.cols] = dense[e];
+      const std::size_t n = sh.rows * sh.cols, groups = n / sh.group;
+      std::vector<std::int8_t> q(n + 8, 0x5a), qr(n);
+      std::vector<float> s(groups + 2, -7.0f), sr(groups);
+      ASSERT_EQ(
+          ma::quantize_q8(ma::MatrixView<const float>{static_cast<const float*>(w.data()), sh.rows, sh.cols, sh.stride},
+                          sh.group, q.data(), s.data()),
+          ma::Status::ok);
+      for (std::size_t g = 0; g < groups; ++g) {
+        ref_q8_row(dense.data() + g * sh.group, sh.group, qr.data() + g * sh.group, &sr[g], true);
+        ASSERT_EQ(std::isnan(s[g]), std::isnan(sr[g])) << g;
+        if (!std::isnan(sr[g])) {
+          ASSERT_EQ(s[g], sr[g]) << g;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(q[i], qr[i]) << i;
+      for (std::size_t i = n; i < q.size(); ++i) ASSERT_EQ(q[i], 0x5a) << "written past data";
+      for (std::size_t g = groups; g < s.size(); ++g) ASSERT_EQ(s[g], -7.0f) << "written past the scales";
+      ++checked;
+    }
+  EXPECT_EQ(checked, 400u);
+}
+
+TEST(Formats, QuantizeQ8BadInput) {
+  alignas(16) float w[24] = {};
+  for (int i = 0; i < 24; ++i) w[i] = static_cast<float>(i) - 11.5f;
+  alignas(16) std::int8_t q[32];
+  alignas(16) float s[8];
+  const auto untouched = [&] {
+    for (std::int8_t v : q)
+      if (v != 0x33) return false;
+    for (float v : s)
+      if (v != -1.0f) return false;
+    return true;
+  };
+  const auto run = [&](ma::MatrixView<const float> v, std::size_t group, std::int8_t* qd, float* sd) {
+    std::fill(std::begin(q), std::end(q), static_cast<std::int8_t>(0x33));
+    std::fill(std::begin(s), std::end(s), -1.0f);
+    const ma::Status st = ma::quantize_q8(v, group, qd, sd);
+    EXPECT_TRUE(untouched()) << ma::to_string(st);
+    return st;
+  };
+  const float* cw = w;
+  EXPECT_EQ(run(ma::make_view(static_cast<const float*>(nullptr), 4, 6), 6, q, s), ma::Status::null_pointer);
+  EXPECT_EQ(run(ma::make_view(cw, 4, 6), 6, nullptr, s), ma::Status::null_pointer);
+  EXPECT_EQ(run(ma::make_view(cw, 4, 6), 6, q, nullptr), ma::Status::null_pointer);
+  EXPECT_EQ(run(ma::make_view(reinterpret_cast<const float*>(reinterpret_cast<const char*>(w) + 1), 2, 6), 6, q, s),
+            ma::Status::misaligned);
+  EXPECT_EQ(run(ma::make_view(cw, 4, 6), 6, q, reinterpret_cast<float*>(reinterpret_cast<char*>(s) + 2)),
+            ma::Status::misaligned);
+  EXPECT_EQ(run(ma::make_view(cw, 0, 6), 6, q, s), ma::Status::invalid_shape);
+  EXPECT_EQ(run(ma::make_view(cw, 4, 0), 6, q, s), ma::Status::invalid_shape);
+  EXPECT_EQ(run(ma::MatrixView<const float>{cw, 4, 6, 5}, 6, q, s), ma::Status::invalid_shape);  // stride < cols
+  EXPECT_EQ(run(ma::make_view(cw, 4, 6), 0, q, s), ma::Status::invalid_shape);
+  EXPECT_EQ(run(ma::make_view(cw, 4, 6), 5, q, s), ma::Status::invalid_shape);  // 24 % 5
+  EXPECT_EQ(run(ma::MatrixView<const float>{cw, 1, 6, SIZE_MAX / 2}, 6, q, s), ma::Status::invalid_shape);
+  EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 8, q, s), ma::Status::ok);  // a group may straddle rows
+  // Outputs over w (in place is not offered), over each other.
+  EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 6, reinterpret_cast<std::int8_t*>(w + 23), s),
+            ma::Status::aliasing);
+  EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 6, q, w + 20), ma::Status::aliasing);
+  EXPECT_EQ(run(ma::make_view(cw, 4, 6), 12, q, reinterpret_cast<float*>(q + 20)), ma::Status::aliasing);
+  EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 12, q, reinterpret_cast<float*>(q + 24)), ma::Status::ok);  // adjacent
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(w[i], static_cast<float>(i) - 11.5f);  // the aliasing calls wrote nothing
 }
 
 // ---- attention_run_cache on every kernel table and conversion table ---------------------------------------

@@ -467,6 +467,26 @@ static double ref_activation(int a, double x) {
   return x / (1.0 + exp(-x));
 }
 
+/* The format conversions: known bits, a tie to even, the zero group, one bad call (nothing written). */
+static void test_formats(void) {
+  static const float w[8] = {127.0f, 0.5f, 1.5f, -2.5f, 0.0f, 0.0f, 0.0f, 0.0f};
+  int8_t q[8];
+  float s[2];
+  size_t i;
+  CHECK(microattn_f16_from_float(1.0f) == 0x3c00u && microattn_f16_from_float(-2.0f) == 0xc000u &&
+            microattn_f16_from_float(65520.0f) == 0x7c00u && microattn_f16_from_float(5.9604645e-8f) == 1u,
+        "f16_from_float");
+  CHECK(microattn_float_from_f16(0x3555u) == 0x1.554p-2f && microattn_float_from_f16(0x8001u) == -0x1p-24f,
+        "float_from_f16");
+  memset(q, 0x11, sizeof q);
+  s[0] = s[1] = -1.0f;
+  CHECK(microattn_quantize_q8(cview(w, 2, 4, 4), 3, q, s) == MICROATTN_INVALID_SHAPE && q[0] == 0x11 && s[0] == -1.0f,
+        "quantize_q8 group 3");
+  CHECK(microattn_quantize_q8(cview(w, 2, 4, 4), 4, q, s) == MICROATTN_OK, "quantize_q8");
+  CHECK(s[0] == 1.0f && s[1] == 0.0f && q[0] == 127 && q[1] == 0 && q[2] == 2 && q[3] == -2, "quantize_q8 values");
+  for (i = 4; i < 8; ++i) CHECK(q[i] == 0, "quantize_q8 zero group");
+}
+
 static void test_blocks(void) {
   static float x[5 * 71], w[70], b[70]; /* 5 rows of up to 70 at stride n + 1 */
   static const size_t lengths[] = {1, 3, 16, 17, 33, 70};
@@ -1761,6 +1781,7 @@ int main(void) {
   test_size_limits();
   test_matmul();
   test_linear();
+  test_formats();
   test_blocks();
   test_softmax_and_exp();
   test_attention();

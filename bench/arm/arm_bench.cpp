@@ -234,27 +234,13 @@ double half_value(std::uint16_t h) {
   const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(m + 1024, e - 25);
   return (h & 0x8000) != 0 ? -v : v;
 }
-std::uint16_t to_half(float f) {  // round to nearest even, |f| <= 1 (normal or subnormal halves)
-  std::uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  const std::uint32_t sign = (b >> 16) & 0x8000u, mag = b & 0x7fffffffu;
-  if (mag < 0x38800000u) {
-    float a;
-    std::memcpy(&a, &mag, sizeof a);
-    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(a * 16777216.0f)));
-  }
-  std::uint32_t h = (mag - 0x38000000u) >> 13, rest = mag & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<std::uint16_t>(sign | h);
-}
-
 void run_linear(std::size_t n, std::size_t k) {
   const std::vector<float> wf = random_vector(n * k, 6), x = random_vector(k, 7), bias = random_vector(n, 8);
   std::vector<std::uint16_t> wh(n * k);
   std::vector<std::int8_t> wq(n * k);
   std::vector<float> scales(n, 1.0f / 127.0f);
   for (std::size_t i = 0; i < n * k; ++i) {
-    wh[i] = to_half(wf[i]);
+    wh[i] = ma::f16_from_float(wf[i]);
     wq[i] = static_cast<std::int8_t>(std::lround(wf[i] * 127.0f));
   }
   const std::string shape = "1x" + std::to_string(n) + "x" + std::to_string(k);

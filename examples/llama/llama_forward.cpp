@@ -139,24 +139,6 @@ ma::WeightMatrix aligned_copy(const ma::WeightMatrix& w, RunState& s) {
   return ma::weights_f32(s.owned_f32.back().data(), w.rows, w.cols);
 }
 
-// binary16 bits of f (finite, |f| < 65520): to nearest, ties to even, subnormal halves included.
-std::uint16_t half_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  std::uint32_t h;
-  if (a < 0x38800000u) {  // below 2^-14: a subnormal half (or zero), in units of 2^-24
-    float scaled;
-    const float mag = f < 0 ? -f : f;
-    scaled = mag * 16777216.0f;                              // exact: a power of two
-    h = static_cast<std::uint32_t>(std::nearbyint(scaled));  // the default rounding mode: ties to even
-  } else {
-    const std::uint32_t mant = a & 0x1fffu, base = (a - 0x38000000u) >> 13;  // rebias 127 -> 15, 23 -> 10 bits
-    h = base + (mant > 0x1000u || (mant == 0x1000u && (base & 1u)) ? 1u : 0u);
-  }
-  return static_cast<std::uint16_t>(sign | h);
-}
-
 // An f32 matrix as an f16 copy (others as they are).
 ma::WeightMatrix to_f16(const ma::WeightMatrix& w, RunState& s) {
   if (w.format != ma::Format::f32 || w.data == nullptr) return w;
@@ -164,7 +146,7 @@ ma::WeightMatrix to_f16(const ma::WeightMatrix& w, RunState& s) {
   const auto* src = static_cast<const float*>(w.data);
   s.owned_f16.emplace_back(n);
   std::uint16_t* out = s.owned_f16.back().data();
-  for (std::size_t i = 0; i < n; ++i) out[i] = half_bits(src[i]);
+  for (std::size_t i = 0; i < n; ++i) out[i] = ma::f16_from_float(src[i]);
   return ma::weights_f16(out, w.rows, w.cols);
 }
 

@@ -78,29 +78,6 @@ LayerStack stack{std::make_index_sequence<LLAMA_LAYERS>{}};
 alignas(16) float x[dim];
 alignas(16) float logits[vocab];
 
-// IEEE-754 binary16 bits to float, exactly (subnormals, ±0, ±inf, NaN).
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
-  if (exponent == 0x1fu) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {  // subnormal: normalize
-    exponent = 113u;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 // Row `token` of the embedding as floats (q8: scale · value, as runq.c dequantizes it).
 void embed(int token, float* out) {
   const ma::WeightMatrix& e = llama_embedding_matrix;
@@ -109,7 +86,7 @@ void embed(int token, float* out) {
     if (e.format == ma::Format::f32)
       out[i] = static_cast<const float*>(e.data)[first + i];
     else if (e.format == ma::Format::f16)
-      out[i] = half_to_float(static_cast<const std::uint16_t*>(e.data)[first + i]);
+      out[i] = ma::float_from_f16(static_cast<const std::uint16_t*>(e.data)[first + i]);
     else
       out[i] = static_cast<float>(static_cast<const std::int8_t*>(e.data)[first + i]) * e.scales[(first + i) / e.group];
   }

@@ -293,7 +293,6 @@ class DecoderLayer {
         scratch_(scratch) {}
   detail::BlockParts parts() noexcept {
     constexpr bool f32 = Cache == Format::f32;
-    unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);
     return {{{MaxSeq, ModelDim, Heads, KvHeads, head_dim},
              &attention_weights_,
              reader_,
@@ -304,15 +303,13 @@ class DecoderLayer {
              OwnsScratch ? (f32 ? buffer_ + cache_floats : buffer_) : scratch_},
             Hidden,
             layer_scratch_floats(ModelDim, Heads, Cache),
-            {Cache, f32 ? nullptr : k, f32 ? nullptr : k + cache_floats / 2 * element_bytes,
-             f32 ? nullptr : buffer_ + own_scratch, f32 ? nullptr : buffer_ + own_scratch + scale_floats},
+            f32 ? detail::LayerCache{Cache, nullptr, nullptr, nullptr, nullptr}
+                : detail::cache_in(Cache, buffer_ + own_scratch, MaxSeq, KvHeads, head_dim),
             f32 ? &detail::block_attention_f32 : &detail::block_attention_cache,
             ffn_linear_};
   }
-  // f16/q8: buffer_ = [scratch (owned)] [K scales, V scales (q8)] [K] [V].
+  // f16/q8: buffer_ = [scratch (owned)] [the cache (detail::cache_layout)].
   static constexpr std::size_t own_scratch = Cache != Format::f32 && OwnsScratch ? scratch_floats : 0;
-  static constexpr std::size_t scale_floats = Cache == Format::q8 ? MaxSeq * KvHeads : 0;
-  static constexpr std::size_t element_bytes = Cache == Format::f16 ? 2 : 1;
   DecoderLayerWeights weights_;
   LayerWeightMatrices attention_weights_;
   const detail::LayerWeightReader* reader_;

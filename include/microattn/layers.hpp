@@ -183,6 +183,10 @@ class MultiHeadAttention {
   static constexpr Format cache_format = Cache;
   static constexpr std::size_t cache_floats = layer_cache_floats(MaxSeq, ModelDim, Heads, KvHeads);  // elements
   static constexpr std::size_t cache_bytes = layer_cache_bytes(MaxSeq, ModelDim, Heads, KvHeads, Cache);
+  // The layout ends where layer_cache_bytes says (its V as long as its K).
+  static_assert(Cache == Format::f32 || 2 * detail::cache_layout(Cache, MaxSeq, KvHeads, HeadDim).v -
+                                                detail::cache_layout(Cache, MaxSeq, KvHeads, HeadDim).k ==
+                                            cache_bytes);
   static constexpr std::size_t scratch_floats = layer_scratch_floats(ModelDim, Heads, Cache);
   // f16/q8: the buffer holds the scratch (when owned), the q8 scales, then K and V (cache_bytes in all).
   static constexpr std::size_t buffer_floats =
@@ -291,10 +295,8 @@ class MultiHeadAttention {
             buffer_ + cache_floats / 2,
             OwnsScratch ? buffer_ + cache_floats : scratch_};
   }
-  // f16/q8: buffer_ = [scratch (owned)] [K scales, V scales (q8)] [K] [V].
+  // f16/q8: buffer_ = [scratch (owned)] [the cache (detail::cache_layout)].
   static constexpr std::size_t own_scratch = Cache != Format::f32 && OwnsScratch ? scratch_floats : 0;
-  static constexpr std::size_t scale_floats = Cache == Format::q8 ? MaxSeq * KvHeads : 0;
-  static constexpr std::size_t element_bytes = Cache == Format::f16 ? 2 : 1;
   detail::LayerParts cache_parts() noexcept {
     return {{MaxSeq, ModelDim, Heads, KvHeads, HeadDim},
             &weights_,
@@ -306,9 +308,7 @@ class MultiHeadAttention {
             OwnsScratch ? buffer_ : scratch_};
   }
   detail::LayerCache cache() noexcept {
-    unsigned char* const k = reinterpret_cast<unsigned char*>(buffer_ + own_scratch + 2 * scale_floats);
-    return {Cache, k, k + cache_floats / 2 * element_bytes, buffer_ + own_scratch,
-            buffer_ + own_scratch + scale_floats};
+    return detail::cache_in(Cache, buffer_ + own_scratch, MaxSeq, KvHeads, HeadDim);
   }
   // Forced inline, views by reference: the caller's frame then holds each view once, as when the methods called
   // layer_run themselves.

@@ -16,6 +16,7 @@
 #define MICROATTN_MICROATTN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "microattn/config.h"
 
@@ -56,7 +57,8 @@ const char* microattn_status_string(microattn_status s);
 
 /* "major.minor.patch" of the library linked. */
 const char* microattn_version(void);
-/* Kernel instruction set ("avx512bw", "fma3+avx2", "sse2", "neon64", "neon", "helium", "scalar") and matmul micro-kernel
+/* Kernel instruction set ("avx512bw", "fma3+avx2", "sse2", "neon64", "neon", "helium", "scalar") and matmul
+ * micro-kernel
  * ("gemm_8x32_avx512", ..., "gemm_4x4_scalar") the library was built with. */
 const char* microattn_simd_arch(void);
 const char* microattn_matmul_kernel_name(void);
@@ -294,8 +296,8 @@ size_t microattn_layer_cache_scratch_floats(size_t model_dim, size_t heads, micr
  * cache_bytes bytes (at least microattn_layer_cache_bytes(..., cache_format); float alignment) and a scratch
  * block of scratch_floats floats (at least microattn_layer_cache_scratch_floats(model_dim, heads, cache_format)),
  * which layers that never run concurrently may share. F16 / Q8 caches round K and V when stored, as the C++
- * layer's Cache parameter does (docs/numerical-contract.md). config NULL: the defaults. Init writes only *layer, and only on success; it
- * checks everything the calls would check of the weights, once, with these statuses, in this order:
+ * layer's Cache parameter does (docs/numerical-contract.md). config NULL: the defaults. Init writes only *layer, and
+ * only on success; it checks everything the calls would check of the weights, once, with these statuses, in this order:
  *   NULL_POINTER   layer, weights, cache or scratch; q, k or v data; a Q8 matrix's scales; out_bias without
  *                  out.data
  *   INVALID_SHAPE  the shape (as microattn_layer_cache_floats returning 0); a format outside the enum; a matrix
@@ -349,6 +351,16 @@ microattn_status microattn_layer_reset(microattn_layer* layer);
 /* Rows held in the cache (<= max_seq), and the position of the next appended row; 0 for NULL. */
 size_t microattn_layer_cached(const microattn_layer* layer);
 size_t microattn_layer_position(const microattn_layer* layer);
+
+/* Conversions to the storage formats (microattn::f16_from_float, float_from_f16, quantize_q8: the rules and errors
+ * of microattn/weights.hpp, which scripts/export_weights.py follows too). F16: round to nearest even, |x| >= 65520
+ * gives ±inf; back to float exactly. Q8: w (any stride) into rows·cols int8 values and rows·cols / group scales,
+ * s = max|w| / 127 per group, q = round(w / s) with ties to even, clamped to ±127; an all-zero group s = 0; a
+ * group with NaN or ±inf s = NaN, q = 0. Errors (nothing written): NULL_POINTER, MISALIGNED (w.data, scales),
+ * INVALID_SHAPE (w's shape, group 0 or not dividing rows·cols), ALIASING (data, scales and w not disjoint). */
+uint16_t microattn_f16_from_float(float x);
+float microattn_float_from_f16(uint16_t h);
+microattn_status microattn_quantize_q8(microattn_cview w, size_t group, int8_t* data, float* scales);
 
 /* ---- linear: weights in low-precision storage (C++: microattn/weights.hpp) ------------------------------ */
 
@@ -473,7 +485,7 @@ typedef struct {
   (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) +                                   \
    (size_t)MICROATTN_ATTENTION_BLOCK_Q * ((size_t)(model_dim) + (size_t)(feed_forward)))
 #define MICROATTN_DECODER_LAYER_SCRATCH_FLOATS(max_seq, model_dim, heads, hidden) \
-  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) +                            \
+  (MICROATTN_LAYER_SCRATCH_FLOATS(model_dim, heads) +                             \
    (size_t)MICROATTN_ATTENTION_BLOCK_Q * ((size_t)(model_dim) + 2u * (size_t)(hidden)))
 size_t microattn_encoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t feed_forward);
 size_t microattn_decoder_layer_scratch_floats(size_t max_seq, size_t model_dim, size_t heads, size_t hidden,

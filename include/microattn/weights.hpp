@@ -42,6 +42,28 @@ constexpr WeightMatrix weights_q8(const std::int8_t* data, const float* scales, 
   return WeightMatrix{Format::q8, data, rows, cols, scales, group};
 }
 
+// Conversions to the storage formats, for weights prepared at run time (loaded from a file, received over the air)
+// or by a tool; scripts/export_weights.py writes the same bits.
+//   f16_from_float  IEEE binary16, round to nearest, ties to even (subnormals included); |x| >= 65520 gives ±inf,
+//                   NaN a quiet NaN (its sign and top payload bits kept).
+//   float_from_f16  exact for every bit pattern (the value linear() and the f16 K/V cache compute with).
+std::uint16_t f16_from_float(float x) noexcept;
+float float_from_f16(std::uint16_t h) noexcept;
+
+// w (rows × cols, any stride) as q8 with one scale per group of `group` consecutive elements in row-major order
+// (weights_q8's layout; group = cols: one scale per row; a group may straddle rows): data gets rows·cols int8
+// values (dense), scales rows·cols / group floats. The rules of llama2.c's export.py and scripts/export_weights.py:
+// s = max|w| / 127 over the group (a float division), q = round(w / s) (a float division) with ties to even,
+// clamped to ±127, so |w − s·q| <= s/2 for a normal s; an all-zero group (or one whose s underflows to 0) has s = 0
+// and q = 0; a group holding NaN or ±inf gets s = NaN and q = 0 (it reads back NaN: refuse such weights first).
+// Errors (nothing written):
+//   null_pointer   w.data, data or scales null
+//   misaligned     w.data or scales not 4-byte aligned
+//   invalid_shape  a zero dimension, stride < cols or an extent past ptrdiff_t bytes (as matmul); group 0 or not
+//                  dividing rows·cols
+//   aliasing       data, scales and w's extent not disjoint
+Status quantize_q8(MatrixView<const float> w, std::size_t group, std::int8_t* data, float* scales) noexcept;
+
 // The four projections of a layer, each in its own format, with fp32 biases (nullptr: no bias);
 // out.data == nullptr: no out projection (y is the concatenated heads).
 struct LayerWeightMatrices {

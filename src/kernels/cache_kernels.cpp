@@ -28,64 +28,6 @@
 namespace microattn {
 namespace detail {
 
-std::uint16_t float_to_half(float x) noexcept {
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-  const std::uint32_t mag = bits & 0x7fffffffu;
-  if (mag > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((mag >> 13) & 0x3ffu));  // NaN, quiet
-  if (mag >= 0x47800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65536 (and inf): inf
-  if (mag >= 0x38800000u) {                                                   // normal in binary16 (>= 2^−14)
-    // Rebias, then round the 13 dropped bits to nearest even; a carry moves into the exponent, up to inf
-    // (65520 and above), as IEEE's overflow rule says.
-    const std::uint32_t h = (mag - 0x38000000u) >> 13;
-    const std::uint32_t rest = mag & 0x1fffu;
-    const std::uint32_t up = rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0) ? 1u : 0u;
-    return static_cast<std::uint16_t>(sign | (h + up));
-  }
-  // Subnormal or zero in binary16: the value in units of 2^−24, rounded to nearest even.
-  if (mag < 0x33000000u) return sign;  // below 2^−25: rounds to ±0 (2^−25 itself is a tie to even 0)
-  const std::uint32_t exp = mag >> 23, mant = (mag & 0x7fffffu) | 0x800000u;
-  const unsigned shift = 126u - exp;  // mant · 2^(exp − 150) / 2^−24 = mant >> (126 − exp), shift in [14, 24]
-  const std::uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-  const std::uint32_t up = rest > half || (rest == half && (h & 1u) != 0) ? 1u : 0u;
-  return static_cast<std::uint16_t>(sign | (h + up));
-}
-
-void store_f16_row(const float* x, std::size_t n, std::uint16_t* dst) noexcept {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = float_to_half(x[i]);
-}
-
-void store_q8_row(const float* x, std::size_t n, std::int8_t* dst, float* scale) noexcept {
-  std::uint32_t top = 0;  // the largest magnitude's bits: NaN and inf compare above every finite value
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    top = b > top ? b : top;
-  }
-  float absmax;
-  std::memcpy(&absmax, &top, sizeof absmax);
-  if (top >= 0x7f800000u || top == 0) {
-    *scale = top == 0 ? 0.0f : __builtin_nanf("");
-    for (std::size_t i = 0; i < n; ++i) dst[i] = 0;
-    return;
-  }
-  const float s = absmax / 127.0f;
-  if (s == 0.0f) {  // absmax below 127·2^−150: every x/s would be inf; those values round to 0 at this scale
-    *scale = 0.0f;
-    for (std::size_t i = 0; i < n; ++i) dst[i] = 0;
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    // quantize_one's rule; a subnormal s carries few bits, so x / s may pass 127.5: clamped.
-    const float t = x[i] / s;
-    const float c = t > 127.0f ? 127.0f : (t < -127.0f ? -127.0f : t);
-    dst[i] = quantize_one(c, 1.0f);
-  }
-  *scale = s;
-}
-
 namespace {
 
 // A table's converters: a block's rows one at a time through the table's row function, which converts from
@@ -101,7 +43,7 @@ void q8_rows(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size
 }
 
 inline void f16_row_scalar(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
-  for (; c < cols; ++c) d[c] = half_to_float(s[c]);
+  for (; c < cols; ++c) d[c] = f16_decode(s[c]);
 }
 inline void q8_row_scalar(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
   for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
@@ -109,7 +51,7 @@ inline void q8_row_scalar(const std::int8_t* s, float* d, std::size_t c, std::si
 
 // Element c of a stored row (f16: the row is binary16; q8: int8 with the row's scale sc), as the converters give it.
 MICROATTN_SCALAR_INLINE float stored_element(bool f16, const void* row, std::size_t c, float sc) noexcept {
-  return f16 ? half_to_float(static_cast<const std::uint16_t*>(row)[c])
+  return f16 ? f16_decode(static_cast<const std::uint16_t*>(row)[c])
              : sc * static_cast<float>(static_cast<const std::int8_t*>(row)[c]);
 }
 MICROATTN_SCALAR_INLINE const void* stored_row(bool f16, const void* base, std::size_t j, std::size_t ld) noexcept {

@@ -42,13 +42,5 @@ inline const CacheKernels& selected_cache_kernels() noexcept {
   return t != nullptr ? *t : scalar_cache_kernels();
 }
 
-// float → binary16, round to nearest, ties to even; overflow to ±inf (|x| >= 65520), NaN stays a (quiet) NaN.
-std::uint16_t float_to_half(float x) noexcept;
-// Stores n floats as binary16.
-void store_f16_row(const float* x, std::size_t n, std::uint16_t* dst) noexcept;
-// Stores n floats as int8 with one scale: s = max|x| / 127, q = round-half-away(x / s) clamped to ±127; zeros:
-// s = 0; any NaN or ±inf: s = NaN and q = 0 (the row reads back NaN).
-void store_q8_row(const float* x, std::size_t n, std::int8_t* dst, float* scale) noexcept;
-
 }  // namespace detail
 }  // namespace microattn

@@ -12,7 +12,7 @@
 // columns a step in asm, each row's eight halves by one VLDM, x by one VLDM for the four rows (2.2 instructions per
 // MAC); word-aligned rows only, so a row that starts 2 mod 4 takes its first column alone, and odd k (rows that
 // alternate in alignment) goes row by row.
-// Quantization as quantize_one, without its compares (quantize_armv7em).
+// Quantization as q8_round, without its compares (quantize_armv7em).
 #include "kernels/linear_kernels.hpp"
 
 #if MICROATTN_LINEAR_ARMV7EM
@@ -55,8 +55,6 @@ MICROATTN_ARMV7EM_INLINE float half_low(std::uint32_t bits) noexcept {
   asm("vcvtb.f32.f16 %0, %1" : "=t"(f) : "t"(s));
   return f;
 }
-
-float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
 
 // Eight columns of one row: the four words of its halves by one VLDM into s12–s15, converted in place into
 // s8–s15 (each word's two halves are taken before its register is overwritten), then eight FMAs against x in

@@ -7,7 +7,7 @@
 // halves exactly (emitted by encoding: GNU as 2.40 mis-encodes their registers); rows of x with a subnormal
 // element, which vector arithmetic would flush, on the scalar FPU.
 // Quantization: absmax on the float bits in vectors; x / s rounded by VCVTA (to nearest, ties away from zero:
-// quantize_one's rule) through x·(1/s) in vectors where that provably rounds alike, else the scalar FPU's division
+// q8_round's rule) through x·(1/s) in vectors where that provably rounds alike, else the scalar FPU's division
 // (MVE has none).
 #include "kernels/linear_kernels.hpp"
 

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "formats/bias.hpp"
+#include "formats/f16.hpp"
+#include "formats/q8.hpp"
 #include "microattn/detail/layer_parts.hpp"
 #include "microattn/weights.hpp"
 
@@ -68,17 +71,6 @@ struct LinearKernels {
   // q[i] = round-half-away-from-zero(x[i] / s) for i < n, s > 0 normal, every |x[i]| <= 127·s (runq.c's rule).
   void (*quantize)(const float* x, std::size_t n, float s, std::int8_t* q) noexcept;
 };
-
-// absmax_bits over x[i, n) folded into m: the last elements of the vector tables.
-inline std::uint32_t absmax_bits_from(const float* x, std::size_t i, std::size_t n, std::uint32_t m) noexcept {
-  for (; i < n; ++i) {
-    std::uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
-  }
-  return m;
-}
 
 // Cortex-M tables, chosen at compile time so that a firmware links only the one it runs (not the scalar one):
 // Helium where the core has MVE-F (Cortex-M55, linear_helium.cpp), else Armv7E-M's DSP extension and FPU
@@ -224,36 +216,6 @@ inline __attribute__((always_inline)) void f16_row_tiles(const LinearArgs& a, Ti
     for (; r + 4 <= a.n; r += 4) tile(std::integral_constant<int, 4>{}, x, y, r);
     for (; r < a.n; ++r) tile(std::integral_constant<int, 1>{}, x, y, r);
   }
-}
-
-// IEEE binary16 → float, exact for every bit pattern (scalar; shared by the vector kernels' tails). Forced inline:
-// at -Os GCC would call it per element.
-inline __attribute__((always_inline)) float half_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t mag = h & 0x7fffu;
-  std::uint32_t bits;
-  if (mag >= 0x0400u && mag < 0x7c00u) {
-    bits = (mag << 13) + 0x38000000u;  // normal: rebias the exponent by 127 − 15
-  } else if (mag >= 0x7c00u) {
-    bits = (mag << 13) | 0x7f800000u;  // inf, NaN (its payload shifted along, so it stays a NaN)
-  } else {
-    const float f = static_cast<float>(mag) * 0x1p-24f;  // zero, subnormal: mag·2⁻²⁴, exact in float
-    __builtin_memcpy(&bits, &f, sizeof bits);
-  }
-  bits |= sign;
-  float r;
-  __builtin_memcpy(&r, &bits, sizeof r);
-  return r;
-}
-
-// runq.c's rounding of x / s: half away from zero (roundf), computed without libm (Cortex-M would link roundf).
-inline __attribute__((always_inline)) std::int8_t quantize_one(float x, float s) noexcept {
-  const float t = x / s;
-  int i = static_cast<int>(t);                   // toward zero; |t| <= 127.5
-  const float frac = t - static_cast<float>(i);  // exact
-  if (frac >= 0.5f) ++i;
-  if (frac <= -0.5f) --i;
-  return static_cast<std::int8_t>(i);
 }
 
 }  // namespace detail

@@ -22,8 +22,6 @@ namespace microattn {
 namespace detail {
 namespace {
 
-float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
-
 #if defined(__aarch64__)
 #define MICROATTN_LINEAR_F16 1
 inline float32x4_t cvt_lo(uint16x8_t h) noexcept { return vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))); }
@@ -281,11 +279,11 @@ std::uint32_t absmax_bits_neon(const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 4 <= n; i += 4)
     v = vmaxq_u32(v, vandq_u32(vld1q_u32(reinterpret_cast<const std::uint32_t*>(x + i)), abs_mask));
-  return absmax_bits_from(x, i, n, lane_max(v));
+  return q8_absmax_bits_from(x, i, n, lane_max(v));
 }
 
 #if defined(__aarch64__)
-// q = round-half-away-from-zero(x / s) as quantize_one: the same division, truncation and ±1 where the discarded
+// q = round-half-away-from-zero(x / s) as q8_round: the same division, truncation and ±1 where the discarded
 // fraction is at least ½ (the comparisons give all-ones lanes, −1 as integers).
 void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   const float32x4_t sv = vdupq_n_f32(s), half = vdupq_n_f32(0.5f), minus_half = vdupq_n_f32(-0.5f);
@@ -302,12 +300,12 @@ void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexc
     const int16x8_t hi = vcombine_s16(vqmovn_s32(one(x + i + 8)), vqmovn_s32(one(x + i + 12)));
     vst1q_s8(q + i, vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi)));
   }
-  for (; i < n; ++i) q[i] = quantize_one(x[i], s);
+  for (; i < n; ++i) q[i] = q8_round(x[i], s);
 }
 #else
 // ARMv7 NEON has no vector division (and its reciprocal estimate would round differently from runq.c): scalar.
 void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
-  for (std::size_t i = 0; i < n; ++i) q[i] = quantize_one(x[i], s);
+  for (std::size_t i = 0; i < n; ++i) q[i] = q8_round(x[i], s);
 }
 #endif
 

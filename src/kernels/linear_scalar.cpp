@@ -23,8 +23,6 @@ void linear_f32_gemm(const LinearArgs& a) noexcept {
 
 namespace {
 
-float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
-
 void f16_scalar(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::size_t k = a.k;
@@ -37,10 +35,10 @@ void f16_scalar(const LinearArgs& a) noexcept {
       float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
       for (std::size_t c = 0; c < k; ++c) {
         const float xc = x[c];
-        s0 = fmadd(xc, half_to_float(w0[c]), s0);
-        s1 = fmadd(xc, half_to_float(w1[c]), s1);
-        s2 = fmadd(xc, half_to_float(w2[c]), s2);
-        s3 = fmadd(xc, half_to_float(w3[c]), s3);
+        s0 = fmadd(xc, f16_decode(w0[c]), s0);
+        s1 = fmadd(xc, f16_decode(w1[c]), s1);
+        s2 = fmadd(xc, f16_decode(w2[c]), s2);
+        s3 = fmadd(xc, f16_decode(w3[c]), s3);
       }
       y[r] = bias_of(a.bias, r) + s0;
       y[r + 1] = bias_of(a.bias, r + 1) + s1;
@@ -49,7 +47,7 @@ void f16_scalar(const LinearArgs& a) noexcept {
     } else {
       const std::uint16_t* w0 = w + r * k;
       float s0 = 0.0f;
-      for (std::size_t c = 0; c < k; ++c) s0 = fmadd(x[c], half_to_float(w0[c]), s0);
+      for (std::size_t c = 0; c < k; ++c) s0 = fmadd(x[c], f16_decode(w0[c]), s0);
       y[r] = bias_of(a.bias, r) + s0;
     }
   });
@@ -126,7 +124,7 @@ std::uint32_t absmax_bits_scalar(const float* x, std::size_t n) noexcept {
 }
 
 void quantize_scalar(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
-  for (std::size_t i = 0; i < n; ++i) q[i] = quantize_one(x[i], s);
+  for (std::size_t i = 0; i < n; ++i) q[i] = q8_round(x[i], s);
 }
 
 constexpr LinearKernels table{"scalar",

@@ -39,8 +39,6 @@ namespace microattn {
 namespace detail {
 namespace {
 
-float bias_of(const float* bias, std::size_t r) noexcept { return bias != nullptr ? bias[r] : 0.0f; }
-
 [[maybe_unused]] float hsum(__m256 v) noexcept {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -256,10 +254,10 @@ std::uint32_t absmax_bits_x86(const float* x, std::size_t n) noexcept {
   h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
   m = static_cast<std::uint32_t>(_mm_cvtsi128_si32(h));
 #endif
-  return absmax_bits_from(x, i, n, m);
+  return q8_absmax_bits_from(x, i, n, m);
 }
 
-// q = round-half-away-from-zero(x / s), as quantize_one: the same division, truncation and correction by ±1 where
+// q = round-half-away-from-zero(x / s), as q8_round: the same division, truncation and correction by ±1 where
 // the discarded fraction is at least ½, so every table quantizes x to the same bytes.
 void quantize_x86(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   std::size_t i = 0;
@@ -299,7 +297,7 @@ void quantize_x86(const float* x, std::size_t n, float s, std::int8_t* q) noexce
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), bytes);
   }
 #endif
-  for (; i < n; ++i) q[i] = quantize_one(x[i], s);
+  for (; i < n; ++i) q[i] = q8_round(x[i], s);
 }
 
 #if MICROATTN_LINEAR_ZMM_VNNI

@@ -130,6 +130,27 @@ struct LayerCache {
   float* v_scales;
 };
 
+// The one layout of an f16 / q8 K/V cache in its buffer, for max_seq positions of kv_heads heads of head_dim:
+// [K scales, V scales (q8: max_seq·kv_heads floats each)] [K] [V] (K and V max_seq·kv_heads·head_dim elements of
+// 2 (f16) or 1 (q8) bytes). The templates and the C API place their caches by it.
+struct CacheLayout {
+  std::size_t v_scales;  // floats from the buffer's start (K's scales start it)
+  std::size_t k;         // bytes from the buffer's start
+  std::size_t v;         // bytes from the buffer's start
+};
+constexpr CacheLayout cache_layout(Format f, std::size_t max_seq, std::size_t kv_heads, std::size_t head_dim) noexcept {
+  const std::size_t scales = f == Format::q8 ? max_seq * kv_heads : 0;
+  const std::size_t k = 2 * scales * sizeof(float);
+  return {scales, k, k + max_seq * kv_heads * head_dim * (f == Format::f16 ? 2 : 1)};
+}
+// The cache of that layout in `buffer` (f16 or q8).
+inline LayerCache cache_in(Format f, float* buffer, std::size_t max_seq, std::size_t kv_heads,
+                           std::size_t head_dim) noexcept {
+  const CacheLayout at = cache_layout(f, max_seq, kv_heads, head_dim);
+  unsigned char* const bytes = reinterpret_cast<unsigned char*>(buffer);
+  return {f, bytes + at.k, bytes + at.v, buffer, buffer + at.v_scales};
+}
+
 enum class LayerOp { forward, append, attend };
 // The one implementation of forward (self-attention: `query` and `context` the same view; refills the cache from
 // `context`), append (query == context == x) and attend (context unused: pass the query).
