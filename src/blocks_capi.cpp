@@ -7,7 +7,6 @@
 
 #include "capi_convert.hpp"
 #include "check.hpp"
-#include "kernels/linear_kernels.hpp"
 #include "microattn/blocks.hpp"
 #include "microattn/microattn.h"
 

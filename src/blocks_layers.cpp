@@ -18,15 +18,6 @@ bool y_on(const MatrixView<float>& y, const float* v, std::size_t n) noexcept {
   return v != nullptr && views_overlap(y, MatrixView<const float>{v, 1, n, n});
 }
 
-// The problems of the attention's matrices (weight_problems bits), with the shapes MultiHeadAttention requires.
-unsigned attention_problems(const LayerShape& s, const LayerWeightMatrices& w, const MatrixView<float>& y) noexcept {
-  const std::size_t d = s.model_dim, qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
-  unsigned p = weight_problems(w.q, w.q_bias, qd, d, y) | weight_problems(w.k, w.k_bias, kvd, d, y) |
-               weight_problems(w.v, w.v_bias, kvd, d, y);
-  if (w.out.data != nullptr) p |= weight_problems(w.out, w.out_bias, d, qd, y);
-  return p;
-}
-
 // The checks shared by both blocks, in the library's order (null pointers, alignment, shapes, overlaps); `p` holds
 // every weight matrix's problems, `vec` the ModelDim vectors (norm weights and biases, nullptr allowed).
 // scratch: the floats of the block's whole scratch, which neither x nor y may touch.
@@ -73,7 +64,8 @@ Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const Enco
                    MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept {
   const LayerShape& s = b.attention.shape;
   const std::size_t d = s.model_dim, ff = b.ffn;
-  const unsigned p = attention_problems(s, w.self_attn, y) | weight_problems(w.linear1, w.linear1_bias, ff, d, y) |
+  const unsigned p = layer_matrices_problems(w.self_attn, d, s.kv_heads * s.head_dim, y) |
+                     weight_problems(w.linear1, w.linear1_bias, ff, d, y) |
                      weight_problems(w.linear2, w.linear2_bias, d, ff, y);
   const float* const vec[] = {w.norm1_weight, w.norm1_bias, w.norm2_weight, w.norm2_bias};
   const bool act_ok = static_cast<std::uint8_t>(c.activation) <= static_cast<std::uint8_t>(Activation::silu);
@@ -126,8 +118,9 @@ Status decoder_run(const BlockParts& b, LayerOp op, const DecoderLayerWeights& w
   const LayerShape& s = b.attention.shape;
   const std::size_t d = s.model_dim, hidden = b.ffn;
   const LayerWeightMatrices& aw = *static_cast<const LayerWeightMatrices*>(b.attention.weights);
-  const unsigned p = attention_problems(s, aw, y) | weight_problems(w.w1, nullptr, hidden, d, y) |
-                     weight_problems(w.w3, nullptr, hidden, d, y) | weight_problems(w.w2, nullptr, d, hidden, y);
+  const unsigned p = layer_matrices_problems(aw, d, s.kv_heads * s.head_dim, y) |
+                     weight_problems(w.w1, nullptr, hidden, d, y) | weight_problems(w.w3, nullptr, hidden, d, y) |
+                     weight_problems(w.w2, nullptr, d, hidden, y);
   const float* const vec[] = {w.attention_norm, w.ffn_norm};
   Status st = block_check(b, x, y, p, vec, 2, eps, true, b.attention_scratch + block_ffn_rows * (d + 2 * hidden));
   if (st != Status::ok) return st;

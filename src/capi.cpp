@@ -8,7 +8,6 @@
 
 #include "capi_convert.hpp"
 #include "check.hpp"
-#include "kernels/linear_kernels.hpp"
 #include "microattn/microattn.hpp"
 
 namespace ma = microattn;

@@ -6,6 +6,7 @@
 
 #include "microattn/matrix_view.hpp"
 #include "microattn/status.hpp"
+#include "microattn/weights.hpp"
 
 namespace microattn {
 struct LayerConfig;
@@ -58,6 +59,19 @@ template <class T, class U>
 bool views_overlap(const MatrixView<T>& a, const MatrixView<U>& b) noexcept {
   return views_overlap(a.data, a.rows, a.cols, a.stride, b.data, b.rows, b.cols, b.stride);
 }
+
+// What is wrong with a weight matrix an entry point takes, as bits named by the Status each maps to, so that the
+// entry point reports them in its own order among its other checks (null pointers, alignment, shapes, overlaps):
+//   weight_null        data null, q8 scales null
+//   weight_misaligned  bias, f32 data or q8 scales not 4-byte aligned, f16 data not 2-byte aligned
+//   weight_shape       a format outside Format, w.rows != rows or w.cols != cols, a zero size, rows·cols elements
+//                      past ptrdiff_t bytes, q8 group 0 or not dividing rows·cols
+//   weight_aliasing    y (when its shape is valid) shares a byte with the data, the scales or the bias; tested
+//                      only when no other bit is set
+// linear() passes w's own rows and cols; a layer those of its projection.
+enum : unsigned { weight_null = 1, weight_misaligned = 2, weight_shape = 4, weight_aliasing = 8 };
+unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,
+                         const MatrixView<float>& y) noexcept;
 
 // Whether a layer configuration is usable with heads of head_dim (rotary embeddings: theta in [1, FLT_MAX], an
 // even number of dims <= head_dim): the layer's every call and the C API's init (layers.cpp).

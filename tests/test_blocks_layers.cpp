@@ -31,8 +31,8 @@ Mat ref_linear(const Mat& x, std::size_t n, std::size_t in, const std::vector<fl
     }
   return y;
 }
-Mat ref_layer_norm(const Mat& x, std::size_t n, std::size_t d, const std::vector<float>& w,
-                   const std::vector<float>& b, double eps) {
+Mat ref_layer_norm(const Mat& x, std::size_t n, std::size_t d, const std::vector<float>& w, const std::vector<float>& b,
+                   double eps) {
   Mat y(n * d);
   for (std::size_t i = 0; i < n; ++i) {
     double m = 0, v = 0;
@@ -56,10 +56,14 @@ Mat ref_rms_norm(const Mat& x, std::size_t n, std::size_t d, const std::vector<f
 }
 double ref_act(ma::Activation a, double x) {
   switch (a) {
-    case ma::Activation::relu: return x < 0 ? 0 : x;
-    case ma::Activation::gelu: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
-    case ma::Activation::gelu_tanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    default: return x / (1 + std::exp(-x));
+    case ma::Activation::relu:
+      return x < 0 ? 0 : x;
+    case ma::Activation::gelu:
+      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    case ma::Activation::gelu_tanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    default:
+      return x / (1 + std::exp(-x));
   }
 }
 // Rotary embedding of one head's vector at position pos (HF rotate_half pairs (i, i + dims/2), or interleaved).
@@ -146,19 +150,32 @@ constexpr std::size_t kSeq = 40, kD = 32, kH = 4, kFF = 48;
 struct EncoderModel {
   std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo, w1, b1, w2, b2, n1w, n1b, n2w, n2b;
   explicit EncoderModel(std::uint32_t s)
-      : wq(random_vec(kD * kD, s, -0.3f, 0.3f)), wk(random_vec(kD * kD, s + 1, -0.3f, 0.3f)),
-        wv(random_vec(kD * kD, s + 2, -0.3f, 0.3f)), wo(random_vec(kD * kD, s + 3, -0.3f, 0.3f)),
-        bq(random_vec(kD, s + 4, -0.2f, 0.2f)), bk(random_vec(kD, s + 5, -0.2f, 0.2f)),
-        bv(random_vec(kD, s + 6, -0.2f, 0.2f)), bo(random_vec(kD, s + 7, -0.2f, 0.2f)),
-        w1(random_vec(kFF * kD, s + 8, -0.3f, 0.3f)), b1(random_vec(kFF, s + 9, -0.5f, 0.5f)),
-        w2(random_vec(kD * kFF, s + 10, -0.3f, 0.3f)), b2(random_vec(kD, s + 11, -0.2f, 0.2f)),
-        n1w(random_vec(kD, s + 12, 0.5f, 1.5f)), n1b(random_vec(kD, s + 13, -0.5f, 0.5f)),
-        n2w(random_vec(kD, s + 14, 0.5f, 1.5f)), n2b(random_vec(kD, s + 15, -0.5f, 0.5f)) {}
+      : wq(random_vec(kD * kD, s, -0.3f, 0.3f)),
+        wk(random_vec(kD * kD, s + 1, -0.3f, 0.3f)),
+        wv(random_vec(kD * kD, s + 2, -0.3f, 0.3f)),
+        wo(random_vec(kD * kD, s + 3, -0.3f, 0.3f)),
+        bq(random_vec(kD, s + 4, -0.2f, 0.2f)),
+        bk(random_vec(kD, s + 5, -0.2f, 0.2f)),
+        bv(random_vec(kD, s + 6, -0.2f, 0.2f)),
+        bo(random_vec(kD, s + 7, -0.2f, 0.2f)),
+        w1(random_vec(kFF * kD, s + 8, -0.3f, 0.3f)),
+        b1(random_vec(kFF, s + 9, -0.5f, 0.5f)),
+        w2(random_vec(kD * kFF, s + 10, -0.3f, 0.3f)),
+        b2(random_vec(kD, s + 11, -0.2f, 0.2f)),
+        n1w(random_vec(kD, s + 12, 0.5f, 1.5f)),
+        n1b(random_vec(kD, s + 13, -0.5f, 0.5f)),
+        n2w(random_vec(kD, s + 14, 0.5f, 1.5f)),
+        n2b(random_vec(kD, s + 15, -0.5f, 0.5f)) {}
   ma::EncoderLayerWeights weights() const {
     ma::EncoderLayerWeights w{};
-    w.self_attn = {ma::weights_f32(wq.data(), kD, kD), ma::weights_f32(wk.data(), kD, kD),
-                   ma::weights_f32(wv.data(), kD, kD), bq.data(), bk.data(), bv.data(),
-                   ma::weights_f32(wo.data(), kD, kD), bo.data()};
+    w.self_attn = {ma::weights_f32(wq.data(), kD, kD),
+                   ma::weights_f32(wk.data(), kD, kD),
+                   ma::weights_f32(wv.data(), kD, kD),
+                   bq.data(),
+                   bk.data(),
+                   bv.data(),
+                   ma::weights_f32(wo.data(), kD, kD),
+                   bo.data()};
     w.linear1 = ma::weights_f32(w1.data(), kFF, kD);
     w.linear1_bias = b1.data();
     w.linear2 = ma::weights_f32(w2.data(), kD, kFF);
@@ -200,8 +217,8 @@ TEST(BlocksLayers, EncoderBothNormOrdersEveryActivation) {
                     4 * (2 * kSeq * kD + ma::encoder_layer_scratch_floats(kSeq, kD, kH, kFF)),
                 "ram_bytes: the K/V and the scratch");
   for (bool norm_first : {false, true})
-    for (ma::Activation act : {ma::Activation::relu, ma::Activation::gelu, ma::Activation::gelu_tanh,
-                               ma::Activation::silu})
+    for (ma::Activation act :
+         {ma::Activation::relu, ma::Activation::gelu, ma::Activation::gelu_tanh, ma::Activation::silu})
       for (std::size_t n : {std::size_t{1}, std::size_t{3}, ma::block_ffn_rows, ma::block_ffn_rows + 1, kSeq})
         for (bool in_place : {false, true})
           for (bool causal : {false, true}) {
@@ -255,10 +272,14 @@ constexpr std::size_t dSeq = 40, dD = 32, dH = 4, dKv = 2, dHid = 40;
 struct DecoderModel {
   std::vector<float> wq, wk, wv, wo, w1, w2, w3, an, fn;
   explicit DecoderModel(std::uint32_t s)
-      : wq(random_vec(dD * dD, s, -0.3f, 0.3f)), wk(random_vec(dKv * 8 * dD, s + 1, -0.3f, 0.3f)),
-        wv(random_vec(dKv * 8 * dD, s + 2, -0.3f, 0.3f)), wo(random_vec(dD * dD, s + 3, -0.3f, 0.3f)),
-        w1(random_vec(dHid * dD, s + 4, -0.3f, 0.3f)), w2(random_vec(dD * dHid, s + 5, -0.3f, 0.3f)),
-        w3(random_vec(dHid * dD, s + 6, -0.3f, 0.3f)), an(random_vec(dD, s + 7, 0.5f, 1.5f)),
+      : wq(random_vec(dD * dD, s, -0.3f, 0.3f)),
+        wk(random_vec(dKv * 8 * dD, s + 1, -0.3f, 0.3f)),
+        wv(random_vec(dKv * 8 * dD, s + 2, -0.3f, 0.3f)),
+        wo(random_vec(dD * dD, s + 3, -0.3f, 0.3f)),
+        w1(random_vec(dHid * dD, s + 4, -0.3f, 0.3f)),
+        w2(random_vec(dD * dHid, s + 5, -0.3f, 0.3f)),
+        w3(random_vec(dHid * dD, s + 6, -0.3f, 0.3f)),
+        an(random_vec(dD, s + 7, 0.5f, 1.5f)),
         fn(random_vec(dD, s + 8, 0.5f, 1.5f)) {}
   ma::DecoderLayerWeights weights() const {
     ma::DecoderLayerWeights w{};
@@ -395,8 +416,10 @@ TEST(BlocksLayers, DecoderSharedScratchTwoLayers) {
   constexpr std::size_t sf = ma::decoder_layer_scratch_floats(dSeq, dD, dH, dHid);
   float* const tail = scratch.data + sf - dD;
   const std::size_t cached = l1->cached();
-  EXPECT_EQ(l1->append(ma::MatrixView<const float>{x.data(), 1, dD, dD}, ma::MatrixView<float>{tail, 1, dD, dD}), ma::Status::aliasing);
-  EXPECT_EQ(l1->append(ma::MatrixView<const float>{tail, 1, dD, dD}, ma::MatrixView<float>{x.data(), 1, dD, dD}), ma::Status::aliasing);
+  EXPECT_EQ(l1->append(ma::MatrixView<const float>{x.data(), 1, dD, dD}, ma::MatrixView<float>{tail, 1, dD, dD}),
+            ma::Status::aliasing);
+  EXPECT_EQ(l1->append(ma::MatrixView<const float>{tail, 1, dD, dD}, ma::MatrixView<float>{x.data(), 1, dD, dD}),
+            ma::Status::aliasing);
   EXPECT_EQ(l1->cached(), cached);
 }
 
@@ -478,8 +501,9 @@ TEST(BlocksLayers, BadInput) {
     EXPECT_EQ(layer->position(), 4u) << what;
   };
   expect(layer->append({nullptr, 1, dD, dD}, y.view()), ma::Status::null_pointer, "x null");
-  expect(layer->append(x.cview(), {reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(y.data()) + 2), 4, dD, dD}),
-         ma::Status::misaligned, "y misaligned");
+  expect(
+      layer->append(x.cview(), {reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(y.data()) + 2), 4, dD, dD}),
+      ma::Status::misaligned, "y misaligned");
   {  // 4 cached + 37 rows > MaxSeq: the attention's own check, after the block's, before anything is written.
     Guarded big(dSeq - 3, dD), ybig(dSeq - 3, dD);
     big.fill(Uniform(2));
@@ -534,6 +558,12 @@ TEST(BlocksLayers, BadInput) {
   ew.linear1 = ma::weights_f32(em.w1.data(), kFF - 1, kD);
   enc = std::make_unique<ma::TransformerEncoderLayer<kSeq, kD, kH, kFF>>(ew, ma::EncoderLayerConfig{});
   EXPECT_EQ(enc->forward(ex.cview(), ey.view()), ma::Status::invalid_shape);
+  // An out bias without its projection: null_pointer, from the check MultiHeadAttention and the C API share.
+  ew = em.weights();
+  ew.self_attn.out.data = nullptr;
+  ew.self_attn.out_bias = em.n2b.data();
+  enc = std::make_unique<ma::TransformerEncoderLayer<kSeq, kD, kH, kFF>>(ew, ma::EncoderLayerConfig{});
+  EXPECT_EQ(enc->forward(ex.cview(), ey.view()), ma::Status::null_pointer);
   EXPECT_EQ(ey.snapshot(), ebefore);
 }
 

@@ -152,19 +152,6 @@ void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noex
 constexpr std::size_t linear_q8_workspace_bytes =
     64 + linear_q8_rows * linear_q8_chunk_bytes + linear_q8_rows * linear_q8_chunk_groups * sizeof(float);
 
-// What is wrong with a weight matrix an entry point takes, as bits named by the Status each maps to, so that the
-// entry point reports them in its own order among its other checks (null pointers, alignment, shapes, overlaps):
-//   weight_null        data null, q8 scales null
-//   weight_misaligned  bias, f32 data or q8 scales not 4-byte aligned, f16 data not 2-byte aligned
-//   weight_shape       a format outside Format, w.rows != rows or w.cols != cols, a zero size, rows·cols elements
-//                      past ptrdiff_t bytes, q8 group 0 or not dividing rows·cols
-//   weight_aliasing    y (when its shape is valid) shares a byte with the data, the scales or the bias; tested
-//                      only when no other bit is set
-// linear() passes w's own rows and cols; a layer those of its projection.
-enum : unsigned { weight_null = 1, weight_misaligned = 2, weight_shape = 4, weight_aliasing = 8 };
-unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,
-                         const MatrixView<float>& y) noexcept;
-
 // Row i of y from q8 weights in float, without quantizing x (linear.cpp takes it where the groups straddle rows
 // unevenly, or x's row is not finite or too small to quantize): y_ir = bias_r + Σ_c fl(s·q_rc)·x_ic.
 void linear_q8_float_row(const LinearArgs& a, std::size_t i) noexcept;

@@ -80,7 +80,7 @@ extern const LayerWeightReader layer_weight_matrices_q8;
       return &layer_weight_matrices;
   }
 }
-// The weight_problems bits (src/kernels/linear_kernels.hpp) of a layer's weight matrices for a call writing y:
+// The weight_problems bits (src/check.hpp) of a layer's weight matrices for a call writing y:
 // its every call, and the C API's init (the cache and the scratch as y) run the same checks.
 unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t model_dim, std::size_t kv_dim,
                                  const MatrixView<float>& y) noexcept;
