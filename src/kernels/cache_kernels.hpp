@@ -6,6 +6,18 @@
 #include <cstddef>
 #include <cstdint>
 
+// The vector table a build has (kernels/cache/x86.cpp, neon.cpp), from the target's macros.
+#if defined(__AVX2__) && defined(__F16C__)
+#define MICROATTN_CACHE_X86 1
+#else
+#define MICROATTN_CACHE_X86 0
+#endif
+#if defined(__ARM_NEON) && defined(__aarch64__)
+#define MICROATTN_CACHE_NEON 1
+#else
+#define MICROATTN_CACHE_NEON 0
+#endif
+
 namespace microattn {
 namespace detail {
 

@@ -11,11 +11,8 @@
 #include "kernels/linear_kernels.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 warns inside its own AVX-512 intrinsics (the `__m512 __Y = __Y;` of _mm512_undefined_*): a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/avx512_warnings.hpp"
+
 #include <immintrin.h>
 
 #include <cassert>

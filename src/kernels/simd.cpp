@@ -1,11 +1,6 @@
 // xsimd kernels, compiled for the one architecture the build targets (xsimd::default_arch: the best the
 // compiler flags enable). Tile shapes are chosen per architecture from its register count and width.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 flags the deliberately undefined pass-through operand of _mm512_undefined_ps() inside AVX-512
-// intrinsics (max, min, …) as "(may be) used uninitialized" once inlined here: a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/avx512_warnings.hpp"
 
 // The kernel families, in this order: each uses what the ones before it define, and the translation unit stays
 // the one file it was (the same definitions in the same order, so GCC inlines as before).
