@@ -6,7 +6,7 @@
 #include "blocks_math.hpp"
 #include "blocks_rows.hpp"
 #include "check.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "linear.hpp"
 #include "microattn/blocks.hpp"
 
 namespace microattn {

@@ -9,8 +9,8 @@
 #include "check.hpp"
 #include "kernels/cache_kernels.hpp"
 #include "kernels/kernels.hpp"
-#include "kernels/linear_kernels.hpp"
 #include "kernels/scalar_math.hpp"
+#include "linear.hpp"
 #include "sin_cos.hpp"
 
 namespace microattn {

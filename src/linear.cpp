@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "check.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "linear.hpp"
 #include "microattn/weights.hpp"
 
 namespace microattn {

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/linear_kernels.hpp"
+#include "linear.hpp"
 #include "test_support.hpp"
 
 namespace ma = microattn;

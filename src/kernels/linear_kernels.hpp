@@ -143,15 +143,6 @@ inline const LinearKernels& selected_linear_kernels() noexcept {
 #endif
 }
 
-// linear() after its checks, with the kernels of table t (the tests run every table through it).
-void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept;
-
-// linear_checked and its per-format forms (detail/layer_parts.hpp) are linear() after its checks, for entry points
-// that check the weights themselves (weight_problems). q8 quantizes x into the `workspace` the caller lends (a layer
-// lends its scratch, keeping the chunk off its deep stack) instead of on the stack as linear() does.
-constexpr std::size_t linear_q8_workspace_bytes =
-    64 + linear_q8_rows * linear_q8_chunk_bytes + linear_q8_rows * linear_q8_chunk_groups * sizeof(float);
-
 // Row i of y from q8 weights in float, without quantizing x (linear.cpp takes it where the groups straddle rows
 // unevenly, or x's row is not finite or too small to quantize): y_ir = bias_r + Σ_c fl(s·q_rc)·x_ic.
 void linear_q8_float_row(const LinearArgs& a, std::size_t i) noexcept;

@@ -39,20 +39,23 @@ void linear_checked_f16(const float* x, std::size_t ldx, std::size_t m, const We
 void linear_checked_q8(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
                        float* y, std::size_t ldy, float* workspace) noexcept;
 
-// The format all the given ones are, or 3 when they differ (or one is not a Format). Inline and without a loop
-// (-Os would not unroll one), so that where the weights are constants the layers' and blocks' constructors fold
-// it, and reference one format's code only.
+// The format all the given ones are (as unsigned), or mixed_formats when they differ (or one is not a Format).
+// Inline and without a loop (-Os would not unroll one), so that where the weights are constants the layers' and
+// blocks' constructors fold it, and reference one format's code only.
+constexpr unsigned format_f32 = static_cast<unsigned>(Format::f32), format_f16 = static_cast<unsigned>(Format::f16),
+                   format_q8 = static_cast<unsigned>(Format::q8), mixed_formats = format_q8 + 1;
 template <class... Rest>
 [[gnu::always_inline]] constexpr unsigned shared_format(Format first, Rest... rest) noexcept {
-  return ((rest == first) && ...) && static_cast<unsigned>(first) <= 2 ? static_cast<unsigned>(first) : 3;
+  return ((rest == first) && ...) && static_cast<unsigned>(first) <= format_q8 ? static_cast<unsigned>(first)
+                                                                               : mixed_formats;
 }
 [[gnu::always_inline]] inline LinearChecked linear_for(unsigned format) noexcept {
   switch (format) {
-    case 0:
+    case format_f32:
       return linear_checked_f32;
-    case 1:
+    case format_f16:
       return linear_checked_f16;
-    case 2:
+    case format_q8:
       return linear_checked_q8;
     default:
       return linear_checked;
@@ -70,11 +73,11 @@ extern const LayerWeightReader layer_weight_matrices_f16;
 extern const LayerWeightReader layer_weight_matrices_q8;
 [[gnu::always_inline]] inline const LayerWeightReader* matrices_reader(const LayerWeightMatrices& w) noexcept {
   switch (shared_format(w.q.format, w.k.format, w.v.format, w.out.data != nullptr ? w.out.format : w.q.format)) {
-    case 0:
+    case format_f32:
       return &layer_weight_matrices_f32;
-    case 1:
+    case format_f16:
       return &layer_weight_matrices_f16;
-    case 2:
+    case format_q8:
       return &layer_weight_matrices_q8;
     default:
       return &layer_weight_matrices;
