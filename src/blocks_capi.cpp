@@ -276,8 +276,7 @@ microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerO
                                       l.scratch},
                                      l.hidden,
                                      ma::layer_scratch_floats(l.model_dim, l.heads, f),
-                                     f32 ? ma::detail::LayerCache{f, nullptr, nullptr, nullptr, nullptr}
-                                         : ma::detail::cache_in(f, l.cache, l.max_seq, l.kv_heads, l.head_dim),
+                                     ma::detail::cache_in(f, l.cache, l.max_seq, l.kv_heads, l.head_dim),
                                      f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache,
                                      &ma::detail::linear_checked};
   const ma::Status s = ma::detail::decoder_run(parts, op, w, l.config.rms_norm_eps, x, y, o);

@@ -303,8 +303,7 @@ class DecoderLayer {
              OwnsScratch ? (f32 ? buffer_ + cache_floats : buffer_) : scratch_},
             Hidden,
             layer_scratch_floats(ModelDim, Heads, Cache),
-            f32 ? detail::LayerCache{Cache, nullptr, nullptr, nullptr, nullptr}
-                : detail::cache_in(Cache, buffer_ + own_scratch, MaxSeq, KvHeads, head_dim),
+            detail::cache_in(Cache, buffer_ + own_scratch, MaxSeq, KvHeads, head_dim),
             f32 ? &detail::block_attention_f32 : &detail::block_attention_cache,
             ffn_linear_};
   }

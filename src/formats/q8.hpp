@@ -11,16 +11,17 @@ namespace detail {
 
 constexpr std::uint32_t q8_inf_bits = 0x7f800000u;
 
-// Largest |x_i| over i in [i, n) folded into m, as the bits of a float with the sign cleared: NaN and ±inf compare
-// above every finite value as integers (>= q8_inf_bits), so they are told apart without a float max that drops NaNs.
-// The vector tables finish their absmax with it.
+// m with |v| folded in, as the bits of a float with the sign cleared: NaN and ±inf compare above every finite
+// value as integers (>= q8_inf_bits), so they are told apart without a float max that drops NaNs.
+inline std::uint32_t q8_absmax_bits_fold(std::uint32_t m, float v) noexcept {
+  std::uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  b &= 0x7fffffffu;
+  return b > m ? b : m;
+}
+// The largest |x_i| over i in [i, n) folded into m (q8_absmax_bits_fold): the vector tables finish with it.
 inline std::uint32_t q8_absmax_bits_from(const float* x, std::size_t i, std::size_t n, std::uint32_t m) noexcept {
-  for (; i < n; ++i) {
-    std::uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
-  }
+  for (; i < n; ++i) m = q8_absmax_bits_fold(m, x[i]);
   return m;
 }
 
@@ -47,22 +48,16 @@ inline __attribute__((always_inline)) std::int8_t q8_round(float x, float s) noe
 template <bool TiesToEven, class At>
 inline void q8_store_group(At at, std::size_t n, std::int8_t* dst, float* scale) noexcept {
   std::uint32_t top = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = at(i);
-    std::uint32_t b;
-    std::memcpy(&b, &v, sizeof b);
-    b &= 0x7fffffffu;
-    top = b > top ? b : top;
-  }
+  for (std::size_t i = 0; i < n; ++i) top = q8_absmax_bits_fold(top, at(i));
   float absmax;
   std::memcpy(&absmax, &top, sizeof absmax);
   const float s = top >= q8_inf_bits ? __builtin_nanf("") : absmax / 127.0f;
   *scale = s;
+  if (top >= q8_inf_bits || s == 0.0f) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = 0;
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i) {
-    if (top >= q8_inf_bits || s == 0.0f) {
-      dst[i] = 0;
-      continue;
-    }
     const float t = at(i) / s;
     const float c = t > 127.0f ? 127.0f : (t < -127.0f ? -127.0f : t);
     dst[i] = q8_round<TiesToEven>(c, 1.0f);

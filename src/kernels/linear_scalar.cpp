@@ -114,14 +114,7 @@ void q8_chunk_scalar(const std::int8_t* w, std::size_t ldw, std::size_t n, const
   }
 }
 
-std::uint32_t absmax_bits_scalar(const float* x, std::size_t n) noexcept {
-  std::uint32_t m = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t b = float_bits(x[i]) & 0x7fffffffu;
-    m = b > m ? b : m;
-  }
-  return m;
-}
+std::uint32_t absmax_bits_scalar(const float* x, std::size_t n) noexcept { return q8_absmax_bits_from(x, 0, n, 0); }
 
 void quantize_scalar(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   for (std::size_t i = 0; i < n; ++i) q[i] = q8_round(x[i], s);

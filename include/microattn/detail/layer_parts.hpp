@@ -146,9 +146,10 @@ constexpr CacheLayout cache_layout(Format f, std::size_t max_seq, std::size_t kv
   const std::size_t k = 2 * scales * sizeof(float);
   return {scales, k, k + max_seq * kv_heads * head_dim * (f == Format::f16 ? 2 : 1)};
 }
-// The cache of that layout in `buffer` (f16 or q8).
+// The cache of that layout in `buffer`; f32 (whose K and V the layer holds as floats itself): no stored cache.
 inline LayerCache cache_in(Format f, float* buffer, std::size_t max_seq, std::size_t kv_heads,
                            std::size_t head_dim) noexcept {
+  if (f == Format::f32) return {f, nullptr, nullptr, nullptr, nullptr};
   const CacheLayout at = cache_layout(f, max_seq, kv_heads, head_dim);
   unsigned char* const bytes = reinterpret_cast<unsigned char*>(buffer);
   return {f, bytes + at.k, bytes + at.v, buffer, buffer + at.v_scales};
