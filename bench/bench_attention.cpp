@@ -12,7 +12,7 @@
 #include <microattn/microattn.hpp>
 
 #include "bench_common.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 #include "peak.hpp"
 
 namespace ma = microattn;

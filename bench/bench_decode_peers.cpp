@@ -24,7 +24,7 @@
 
 #include "attention_run.hpp"
 #include "bench_common.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 #include "peak.hpp"
 #include "peers.hpp"
 
@@ -80,7 +80,7 @@ void BM_few_path(benchmark::State& state) {
                               ma::make_view(v.data(), n_kv, d), ma::make_view(out.data(), n_q, d), ws.data(), o);
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(kern.name) + (few ? ", few-query path" : ", query-tile path"));
+  state.SetLabel(std::string(kern.arch) + (few ? ", few-query path" : ", query-tile path"));
 }
 // args: n_q, n_kv, few-query path (1) or tile path (0), scalar table (1) or the build's (0)
 BENCHMARK(BM_few_path)

@@ -89,7 +89,7 @@ def tile_loop_stack_accesses(target):
     object, from its disassembly: the accumulators must stay in registers. Returns ({name: functions},
     [(function, insn), ...])."""
     _, prefix = TARGETS[target]
-    obj = os.path.join(ROOT, "build-" + target, "libmicroattn.a.p", "src_kernels_simd.cpp.o")
+    obj = os.path.join(ROOT, "build-" + target, "libmicroattn.a.p", "src_kernels_attention_simd.cpp.o")
     dis = subprocess.run([prefix + "objdump", "-d", "--no-show-raw-insn", "-C", obj], check=True, capture_output=True,
                          text=True).stdout
     counts, bad = {}, []

@@ -29,7 +29,7 @@ cmake --build "$out/native" -j "$jobs" -- VERBOSE=1 >>"$out/native.log"
 grep -q -- "-g .*-O3 .*src/attention.cpp" "$out/native.log" ||
   { echo "cmake_check: the library was not compiled -O3 in a Debug build" >&2; exit 1; }
 # The arch flags reach the kernels, not the CPU check (it must run on any CPU), and the parent sees the choice.
-grep -q -- "-march=native .*src/kernels/simd.cpp" "$out/native.log" &&
+grep -q -- "-march=native .*src/kernels/attention/simd.cpp" "$out/native.log" &&
   ! grep -q -- "-march=native .*src/cpu_check.cpp" "$out/native.log" ||
   { echo "cmake_check: src/cpu_check.cpp must be compiled without the arch flags, the kernels with them" >&2; exit 1; }
 grep -q "microattn_SIMD=native microattn_SIMD_FLAGS=-march=native microattn_SIMD_FEATURES=.*sse2" "$out/native.log" ||
@@ -76,7 +76,7 @@ echo "=== cmake: one source list"
 # The library sources of a CMake and a Meson build of the same rule: the native builds above, and a scalar
 # configuration of each (configured only).
 cmake_sources() {  # CMake build dir of microattn
-  grep -o 'src/[a-z0-9_/]*\.cpp\.o' "$1/CMakeFiles/microattn.dir/build.make" | sed 's/\.o$//' | sort -u  # digits: linear_x86.cpp
+  grep -o 'src/[a-z0-9_/]*\.cpp\.o' "$1/CMakeFiles/microattn.dir/build.make" | sed 's/\.o$//' | sort -u  # digits: linear/x86.cpp
 }
 meson_sources() {  # Meson build dir
   meson introspect --targets "$1" | /usr/bin/python3 -c '

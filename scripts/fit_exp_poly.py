@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Fit the polynomials behind microattn's exp: p(r) ~ e^r on [-ln2/2, ln2/2] (or, with --base2,
 p(r) ~ 2^r on [-1/2, 1/2]), minimax in relative error (Remez exchange, numpy only). Prints float32
-coefficients c0..cN for src/kernels/exp_constants.hpp.
+coefficients c0..cN for src/kernels/exp/constants.hpp.
 Usage: scripts/fit_exp_poly.py [degree] [--base2]"""
 import sys
 import numpy as np

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 #include "microattn/attention.hpp"
 #include "microattn/weights.hpp"
 

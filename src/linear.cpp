@@ -42,7 +42,7 @@ __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const Li
   const std::size_t seg_len = group < k ? group : k;
   const std::size_t rows_per_scale = group > k ? group / k : 1;
   const std::size_t sw_stride = group < k ? k / group : 1;
-  const std::size_t rows_max = t.q8_rows < linear_q8_rows ? t.q8_rows : linear_q8_rows;
+  const std::size_t rows_max = t.q8_chunk_rows < linear_q8_rows ? t.q8_chunk_rows : linear_q8_rows;
   // Columns per chunk: whole segments, or one piece of a segment longer than the buffer.
   const bool long_segments = seg_len > linear_q8_chunk_bytes;
   std::size_t segs_per_chunk = long_segments ? 1 : linear_q8_chunk_bytes / seg_len;
@@ -225,7 +225,7 @@ Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, co
 }
 
 // One entry point per format, each reaching only its own kernels: on Cortex-M the kernel itself (or a q8 table
-// without the f16 kernel), elsewhere the run-time table (linear_kernels.hpp).
+// without the f16 kernel), elsewhere the run-time table (kernels/linear.hpp).
 Status linear_f32(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
                   const MatrixView<float>& y) noexcept {
   const Status st = linear_checks(x, w, bias, y);

@@ -1,10 +1,10 @@
 // linear()'s internal interface past its checks (linear.cpp): the run over a kernel table, and the workspace its q8
-// path takes where a caller lends one. The kernels themselves are declared in kernels/linear_kernels.hpp.
+// path takes where a caller lends one. The kernels themselves are declared in kernels/linear.hpp.
 #pragma once
 
 #include <cstddef>
 
-#include "kernels/linear_kernels.hpp"
+#include "kernels/linear.hpp"
 
 namespace microattn {
 namespace detail {

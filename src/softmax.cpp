@@ -1,7 +1,7 @@
 #include "microattn/softmax.hpp"
 
 #include "check.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 
 namespace microattn {
 

@@ -4,11 +4,11 @@
 #include <cstdint>
 
 #include "cpu_features.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 
 namespace microattn {
 
-const char* simd_arch() noexcept { return detail::selected_kernels().name; }
+const char* simd_arch() noexcept { return detail::simd_arch_name(); }
 const char* matmul_kernel_name() noexcept { return detail::selected_kernels().gemm_name; }
 
 namespace detail {

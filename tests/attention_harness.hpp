@@ -137,7 +137,7 @@ struct AttentionProblem {
 
 // One case end to end: kernels == nullptr takes the entry point.
 inline void run_attention_case(const microattn::detail::Kernels* kernels, const AttentionCase& c, std::uint32_t seed) {
-  SCOPED_TRACE(describe(kernels != nullptr ? kernels->name : "attention()", c));
+  SCOPED_TRACE(describe(kernels != nullptr ? kernels->arch : "attention()", c));
   AttentionProblem p(c, seed);
   ASSERT_TRUE(p.run(kernels));
   p.check();

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "attention_run.hpp"
-#include "kernels/cache_kernels.hpp"
+#include "kernels/cache.hpp"
 #include "microattn/microattn.hpp"
 #include "reference.hpp"
 #include "test_support.hpp"
@@ -273,7 +273,8 @@ TEST(Formats, QuantizeQ8BadInput) {
             ma::Status::aliasing);
   EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 6, q, w + 20), ma::Status::aliasing);
   EXPECT_EQ(run(ma::make_view(cw, 4, 6), 12, q, reinterpret_cast<float*>(q + 20)), ma::Status::aliasing);
-  EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 12, q, reinterpret_cast<float*>(q + 24)), ma::Status::ok);  // adjacent
+  EXPECT_EQ(ma::quantize_q8(ma::make_view(cw, 4, 6), 12, q, reinterpret_cast<float*>(q + 24)),
+            ma::Status::ok);                                                    // adjacent
   for (int i = 0; i < 24; ++i) EXPECT_EQ(w[i], static_cast<float>(i) - 11.5f);  // the aliasing calls wrote nothing
 }
 
@@ -289,7 +290,7 @@ std::vector<KernelPair> all_pairs() {
   return p;
 }
 std::string pair_name(const ::testing::TestParamInfo<KernelPair>& info) {
-  std::string n = std::string(info.param.kern->name) + "_" + info.param.ck->name;
+  std::string n = std::string(info.param.kern->arch) + "_" + info.param.ck->arch;
   for (char& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
@@ -447,7 +448,7 @@ struct FusedCase {
 
 // One table against the reference and the scalar table; both products.
 void check_fused(const md::CacheKernels& ck, const FusedCase& t, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << ck.name << " format " << static_cast<int>(t.f) << " nr " << t.nr << " bk "
+  SCOPED_TRACE(::testing::Message() << ck.arch << " format " << static_cast<int>(t.f) << " nr " << t.nr << " bk "
                                     << t.bk << " d " << t.d << " poison " << t.poison);
   const std::size_t nr = t.nr, bk = t.bk, d = t.d, kv_heads = 2, kv_dim = kv_heads * d;
   Uniform u(seed, -2.0f, 2.0f);
@@ -553,7 +554,7 @@ TEST_P(CacheFused, NonFiniteValues) {
         }
 }
 
-std::string table_name(const ::testing::TestParamInfo<const md::CacheKernels*>& info) { return info.param->name; }
+std::string table_name(const ::testing::TestParamInfo<const md::CacheKernels*>& info) { return info.param->arch; }
 INSTANTIATE_TEST_SUITE_P(EveryTable, CacheFused, ::testing::ValuesIn(all_cache_tables()), table_name);
 
 // ---- the layers --------------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ TEST_P(ExpKernel, WholeFloatRangeWithinTheDocumentedBound) {
   const Sweep s = sweep(*GetParam(), sweep_stride);
   RecordProperty("max_ulp", std::to_string(s.max_ulp));
   std::printf("[ %s ] exp: %lu values, max error %.3f ULP (at x = %.9g), subnormal results within %.3g\n",
-              GetParam()->name, static_cast<unsigned long>(s.checked), s.max_ulp, static_cast<double>(s.worst_x),
+              GetParam()->arch, static_cast<unsigned long>(s.checked), s.max_ulp, static_cast<double>(s.worst_x),
               s.max_subnormal_abs);
   EXPECT_EQ(s.failures, 0u) << "NaN or overflow mishandled";
   EXPECT_LE(s.max_ulp, ma::exp_max_ulp) << "worst at x = " << s.worst_x;
@@ -135,7 +135,7 @@ TEST_P(ExpKernel, EveryArgumentAroundTheWorstOnesWithinTheBound) {
   for (float center : {5.20118141f, 59.2704582f}) {
     const std::uint32_t c = bits_of(center);
     const Sweep s = sweep(*GetParam(), 1, c - window_half, c + window_half, false);
-    std::printf("[ %s ] exp: every float within %u ULP of %.9g: max error %.4f ULP at x = %.9g\n", GetParam()->name,
+    std::printf("[ %s ] exp: every float within %u ULP of %.9g: max error %.4f ULP at x = %.9g\n", GetParam()->arch,
                 static_cast<unsigned>(window_half), static_cast<double>(center), s.max_ulp,
                 static_cast<double>(s.worst_x));
     EXPECT_EQ(s.checked, 2u * window_half + 1u);
@@ -148,7 +148,7 @@ TEST_P(ExpKernel, DenseSweepOfTheNormalRangeWithinTheBound) {
   const Sweep pos = sweep(*GetParam(), dense_stride, 0u, bits_of(88.7228f), false);
   const Sweep neg = sweep(*GetParam(), dense_stride, 0x80000000u, bits_of(-87.3365f), false);
   const Sweep& w = pos.max_ulp > neg.max_ulp ? pos : neg;
-  std::printf("[ %s ] exp: normal range, stride %u (%lu values): max error %.4f ULP at x = %.9g\n", GetParam()->name,
+  std::printf("[ %s ] exp: normal range, stride %u (%lu values): max error %.4f ULP at x = %.9g\n", GetParam()->arch,
               static_cast<unsigned>(dense_stride), static_cast<unsigned long>(pos.checked + neg.checked), w.max_ulp,
               static_cast<double>(w.worst_x));
   EXPECT_EQ(pos.failures + neg.failures, 0u);
@@ -160,7 +160,7 @@ TEST_P(ExpKernel, DenseSweepOfTheNormalRangeWithinTheBound) {
 TEST_P(ExpKernel, DISABLED_ExhaustiveWithinTheBound) {
   const Sweep s = sweep(*GetParam(), 1);
   std::printf("[ %s ] exp: all %lu non-NaN floats: max error %.4f ULP at x = %.9g, subnormal results within %.3g\n",
-              GetParam()->name, static_cast<unsigned long>(s.checked), s.max_ulp, static_cast<double>(s.worst_x),
+              GetParam()->arch, static_cast<unsigned long>(s.checked), s.max_ulp, static_cast<double>(s.worst_x),
               s.max_subnormal_abs);
   EXPECT_EQ(s.failures, 0u);
   EXPECT_LE(s.max_ulp, ma::exp_max_ulp) << "worst at x = " << s.worst_x;
@@ -230,7 +230,7 @@ TEST_P(ExpKernel, Exp2OfAttentionWithinOneAndAHalfUlp) {
     }
     count += n;
   }
-  std::printf("[ %s ] exp2 (attention): %lu values in [-125, 0], max error %.3f ULP at x = %.9g\n", GetParam()->name,
+  std::printf("[ %s ] exp2 (attention): %lu values in [-125, 0], max error %.3f ULP at x = %.9g\n", GetParam()->arch,
               static_cast<unsigned long>(count), worst, static_cast<double>(worst_x));
   EXPECT_LE(worst, 1.5);
   const float special[] = {-inf, -127.0f, -200.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, -1.0f};

@@ -94,7 +94,7 @@ TEST_P(FewQueries, GroupedQueryHeadsInOnePass) {
     for (std::size_t n_q : {1, 2, 7})
       for (bool causal : {false, true}) {
         constexpr std::size_t d = 16, n_kv = 77;
-        SCOPED_TRACE(::testing::Message() << kern.name << " heads=" << heads << " n_q=" << n_q << " causal=" << causal);
+        SCOPED_TRACE(::testing::Message() << kern.arch << " heads=" << heads << " n_q=" << n_q << " causal=" << causal);
         Guarded q(n_q, heads * d, heads * d + 3), out(n_q, heads * d, heads * d + 1), k(n_kv, d), v(n_kv, d, d + 2);
         Guarded ws(1, ma::attention_workspace_floats(d, d), 0, true);
         Uniform u(seed++);
@@ -247,7 +247,7 @@ TEST_P(RowKernels, DotAndAxpyAgainstDouble) {
   for (std::size_t nr : rows)
     for (std::size_t inner : inners)
       for (std::size_t cols : widths) {
-        SCOPED_TRACE(::testing::Message() << kern.name << " nr=" << nr << " inner=" << inner << " cols=" << cols);
+        SCOPED_TRACE(::testing::Message() << kern.arch << " nr=" << nr << " inner=" << inner << " cols=" << cols);
         Uniform u(seed++);
         Guarded a(nr, inner, inner + 1, true), bt(cols, inner, inner + 3), b(inner, cols, cols + 2, true);
         Guarded s(nr, cols, cols + 1), o(nr, cols, cols + 5, true);
@@ -303,7 +303,7 @@ TEST_P(RowKernels, ShortHeadDotTilesAgainstDouble) {
   for (std::size_t nr : rows)
     for (std::size_t inner : inners)
       for (std::size_t cols : keys) {
-        SCOPED_TRACE(::testing::Message() << kern.name << " nr=" << nr << " inner=" << inner << " keys=" << cols);
+        SCOPED_TRACE(::testing::Message() << kern.arch << " nr=" << nr << " inner=" << inner << " keys=" << cols);
         Uniform u(seed++);
         Guarded a(nr, inner, inner + 3, (seed & 1) != 0), bt(cols, inner, inner + 1, (seed & 2) != 0);
         Guarded s(nr, cols, cols + 5, (seed & 4) != 0);
@@ -331,7 +331,7 @@ TEST_P(RowKernels, OnlineSoftmaxStepAgainstDouble) {
 #endif
   for (std::size_t nr : rows)
     for (std::size_t bk : lengths) {
-      SCOPED_TRACE(::testing::Message() << kern.name << " nr=" << nr << " bk=" << bk);
+      SCOPED_TRACE(::testing::Message() << kern.arch << " nr=" << nr << " bk=" << bk);
       Uniform u(seed++, -20.0f, 5.0f);
       std::vector<float> m(nr, -inf), l(nr, 0.0f), alpha(nr, nan_value);
       std::vector<double> md(nr, -HUGE_VAL), ld(nr, 0.0);

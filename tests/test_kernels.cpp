@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/linear.hpp"
 #include "reference.hpp"
 #include "test_support.hpp"
 
@@ -250,7 +250,7 @@ using Table = const md::Kernels*;
 const md::Kernels& scalar() { return md::scalar_kernels(); }
 
 void check_gemm(const md::Kernels& t) {
-  Check chk("gemm", t.name);
+  Check chk("gemm", t.arch);
   std::size_t mr, nr;
   tile_of(t.gemm_name, mr, nr);
   const std::size_t vf = t.vector_floats;
@@ -266,7 +266,7 @@ void check_gemm(const md::Kernels& t) {
       for (std::size_t n : around({nr, vf}, {64}))
         for (std::size_t k : ks) {
           chk.at(dims({{"m", m}, {"n", n}, {"k", k}, {"transpose_b", tb}}));
-          // a one-row operand's stride is its width (kernels.hpp); every other row is padded
+          // a one-row operand's stride is its width (kernels/attention.hpp); every other row is padded
           Guarded a(m, k, m == 1 ? k : k + 3, true);
           Guarded b(tb ? n : k, tb ? k : n, (tb ? n : k) == 1 ? 0 : (tb ? k : n) + 2, (seed & 1) != 0);
           Guarded c(m, n, m == 1 ? n : n + 5, true), cs(m, n, m == 1 ? n : n + 5, true);
@@ -289,12 +289,12 @@ void check_gemm(const md::Kernels& t) {
               if (&t != &scalar()) chk.value("c vs scalar", i, j, c.at(i, j), cs.at(i, j), -1.0);
             }
           chk.canaries("c", c.canaries_intact());
-          bench("gemm", t.name, chk.sizes(), [&] { t.gemm(args); });
+          bench("gemm", t.arch, chk.sizes(), [&] { t.gemm(args); });
         }
 }
 
 void check_softmax_row(const md::Kernels& t) {
-  Check chk("softmax_row", t.name);
+  Check chk("softmax_row", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 100;
   for (std::size_t n : around({vf, 4 * vf}, {100})) {
@@ -314,7 +314,7 @@ void check_softmax_row(const md::Kernels& t) {
       if (&t != &scalar()) chk.value("y vs scalar", 0, j, x.at(0, j), xs.at(0, j), 2.0 * tol.rel * want[j] + tol.abs);
     }
     chk.canaries("x", x.canaries_intact());
-    bench("softmax_row", t.name, chk.sizes(), [&] { t.softmax_row(xs.data(), n); });
+    bench("softmax_row", t.arch, chk.sizes(), [&] { t.softmax_row(xs.data(), n); });
   }
 }
 
@@ -323,7 +323,7 @@ template <class Ref>
 void check_elementwise(const char* field, const md::Kernels& t,
                        void (*md::Kernels::*fn)(const float*, float*, std::size_t) noexcept, float lo, float hi,
                        double rel, Ref&& reference) {
-  Check chk(field, t.name);
+  Check chk(field, t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 200;
   for (bool in_place : {false, true})
@@ -345,7 +345,7 @@ void check_elementwise(const char* field, const md::Kernels& t,
       }
       chk.canaries("x", x.canaries_intact());
       chk.canaries("y", y.canaries_intact());
-      if (!in_place) bench(field, t.name, chk.sizes(), [&] { (t.*fn)(x0.data(), y.data(), n); });
+      if (!in_place) bench(field, t.arch, chk.sizes(), [&] { (t.*fn)(x0.data(), y.data(), n); });
     }
 }
 
@@ -353,7 +353,7 @@ void check_elementwise(const char* field, const md::Kernels& t,
 std::vector<std::size_t> tile_queries(std::size_t vf) { return around({vf}, {br - 1, br}, br); }
 
 void check_attn_pack_q(const md::Kernels& t) {
-  Check chk("attn_pack_q", t.name);
+  Check chk("attn_pack_q", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 300;
   for (std::size_t bq : tile_queries(vf))
@@ -373,12 +373,12 @@ void check_attn_pack_q(const md::Kernels& t) {
           if (&t != &scalar() && i < bq) chk.value("qt vs scalar", p, i, qt.at(p, i), qs.at(p, i), -1.0);
         }
       chk.canaries("qt", qt.canaries_intact());
-      bench("attn_pack_q", t.name, chk.sizes(), [&] { t.attn_pack_q(q.data(), q.stride(), bq, d_k, 0.5f, qt.data()); });
+      bench("attn_pack_q", t.arch, chk.sizes(), [&] { t.attn_pack_q(q.data(), q.stride(), bq, d_k, 0.5f, qt.data()); });
     }
 }
 
 void check_attn_scores(const md::Kernels& t) {
-  Check chk("attn_scores", t.name);
+  Check chk("attn_scores", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 400;
   for (std::size_t nq : tile_queries(vf))
@@ -403,7 +403,7 @@ void check_attn_scores(const md::Kernels& t) {
             if (&t != &scalar()) chk.value("s vs scalar", j, i, s.at(j, i), ss.at(j, i), -1.0);
           }
         chk.canaries("s", s.canaries_intact());
-        bench("attn_scores", t.name, chk.sizes(),
+        bench("attn_scores", t.arch, chk.sizes(),
               [&] { t.attn_scores(qt.data(), d_k, k.data(), k.stride(), bk, s.data(), nq); });
       }
 }
@@ -439,7 +439,7 @@ void fill_scores(std::vector<float>& s, std::size_t r, int block, Uniform& u) {
 }
 
 void check_attn_softmax(const md::Kernels& t) {
-  Check chk("attn_softmax", t.name);
+  Check chk("attn_softmax", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 500;
   for (std::size_t nq : tile_queries(vf))
@@ -478,14 +478,14 @@ void check_attn_softmax(const md::Kernels& t) {
         chk.canaries("s", s.canaries_intact());
         for (const Tile* v : {&m, &l, &alpha}) chk.canaries("m, l, alpha", v->canaries_intact());
         if (block == 1)
-          bench("attn_softmax", t.name, chk.sizes(),
+          bench("attn_softmax", t.arch, chk.sizes(),
                 [&] { t.attn_softmax(ss.data(), bk, ms.data(), ls.data(), as.data(), nq); });
       }
     }
 }
 
 void check_attn_pv(const md::Kernels& t) {
-  Check chk("attn_pv", t.name);
+  Check chk("attn_pv", t.arch);
   const std::size_t vf = t.vector_floats;
   std::size_t mr, nr;
   tile_of(t.gemm_name, mr, nr);
@@ -515,13 +515,13 @@ void check_attn_pv(const md::Kernels& t) {
             if (&t != &scalar()) chk.value("ot vs scalar", c, i, ot.at(c, i), os.at(c, i), -1.0);
           }
         chk.canaries("ot", ot.canaries_intact());
-        bench("attn_pv", t.name, chk.sizes(),
+        bench("attn_pv", t.arch, chk.sizes(),
               [&] { t.attn_pv(p.data(), bk, v.data(), v.stride(), d_v, alpha.data(), os.data(), nq); });
       }
 }
 
 void check_attn_store_out(const md::Kernels& t) {
-  Check chk("attn_store_out", t.name);
+  Check chk("attn_store_out", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 700;
   for (std::size_t bq : tile_queries(vf))
@@ -545,7 +545,7 @@ void check_attn_store_out(const md::Kernels& t) {
           if (&t != &scalar()) chk.value("out vs scalar", i, c, out.at(i, c), os.at(i, c), -1.0);
         }
       chk.canaries("out", out.canaries_intact());
-      bench("attn_store_out", t.name, chk.sizes(),
+      bench("attn_store_out", t.arch, chk.sizes(),
             [&] { t.attn_store_out(ot.data(), l.data(), bq, d_v, os.data(), os.stride()); });
     }
 }
@@ -553,7 +553,7 @@ void check_attn_store_out(const md::Kernels& t) {
 std::vector<std::size_t> row_counts() { return {1, 2, 3, 4, 5, 7, 8, 9}; }
 
 void check_rows_dot(const md::Kernels& t) {
-  Check chk("rows_dot", t.name);
+  Check chk("rows_dot", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 800;
 #if MICROATTN_TEST_EMULATED
@@ -582,13 +582,13 @@ void check_rows_dot(const md::Kernels& t) {
             if (&t != &scalar()) chk.value("s vs scalar", r, j, s.at(r, j), ss.at(r, j), -1.0);
           }
         chk.canaries("s", s.canaries_intact());
-        bench("rows_dot", t.name, chk.sizes(),
+        bench("rows_dot", t.arch, chk.sizes(),
               [&] { t.rows_dot(q.data(), q.stride(), nr, d, k.data(), k.stride(), bk, s.data(), s.stride()); });
       }
 }
 
 void check_rows_softmax(const md::Kernels& t) {
-  Check chk("rows_softmax", t.name);
+  Check chk("rows_softmax", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 900;
   for (std::size_t nr : around({vf}, {9, 17}))
@@ -625,14 +625,14 @@ void check_rows_softmax(const md::Kernels& t) {
         chk.canaries("s", s.canaries_intact());
         for (const Guarded* v : {&m, &l, &alpha}) chk.canaries("m, l, alpha", v->canaries_intact());
         if (block == 1)
-          bench("rows_softmax", t.name, chk.sizes(),
+          bench("rows_softmax", t.arch, chk.sizes(),
                 [&] { t.rows_softmax(ss.data(), ss.stride(), nr, bk, ms.data(), ls.data(), as.data()); });
       }
     }
 }
 
 void check_rows_axpy(const md::Kernels& t) {
-  Check chk("rows_axpy", t.name);
+  Check chk("rows_axpy", t.arch);
   const std::size_t vf = t.vector_floats;
   std::uint32_t seed = 1000;
 #if MICROATTN_TEST_EMULATED
@@ -671,14 +671,14 @@ void check_rows_axpy(const md::Kernels& t) {
               if (&t != &scalar()) chk.value("o vs scalar", r, c, o.at(r, c), os.at(r, c), -1.0);
             }
           chk.canaries("o", o.canaries_intact());
-          bench("rows_axpy", t.name, chk.sizes(), [&] {
+          bench("rows_axpy", t.arch, chk.sizes(), [&] {
             t.rows_axpy(p.data(), p.stride(), nr, bk, v.data(), v.stride(), d_v, a, os.data(), os.stride());
           });
         }
 }
 
 void check_few_query_max(const md::Kernels& t) {
-  Check chk("few_query_max", t.name);
+  Check chk("few_query_max", t.arch);
   chk.at("");
   // The few-query path handles up to attention_block_q rows per pass (attention.cpp); a threshold above it would
   // send calls there that the tile path should take.
@@ -718,7 +718,7 @@ struct KernelCase {
   Table table;
   const KernelField* field;
 };
-void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.field->name << " of " << c.table->name; }
+void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.field->name << " of " << c.table->arch; }
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> c;
   for (Table t : all_kernel_tables())
@@ -735,7 +735,7 @@ class KernelCheck : public ::testing::TestWithParam<KernelCase> {};
 TEST_P(KernelCheck, FieldAgainstScalarAndReference) { GetParam().field->check(*GetParam().table); }
 INSTANTIATE_TEST_SUITE_P(EveryTable, KernelCheck, ::testing::ValuesIn(kernel_cases()),
                          [](const ::testing::TestParamInfo<KernelCase>& i) {
-                           return safe_name(std::string(i.param.field->name) + "_" + i.param.table->name);
+                           return safe_name(std::string(i.param.field->name) + "_" + i.param.table->arch);
                          });
 
 // ================================================================================================================
@@ -757,7 +757,7 @@ std::uint16_t half_bits(float f) {
 // f32 and f16: y = x·wᵀ + bias, exact for halves.
 void check_linear_dense(const md::LinearKernels& t, bool f16) {
   const char* field = f16 ? "f16" : "f32";
-  Check chk(field, t.name);
+  Check chk(field, t.arch);
   std::size_t tm, tn;
   tile_of(f16 ? t.f16_name : t.f32_name, tm, tn);
   std::uint32_t seed = 2000;
@@ -801,16 +801,16 @@ void check_linear_dense(const md::LinearKernels& t, bool f16) {
               if (&t != &lscalar()) chk.value("y vs scalar", i, j, y.at(i, j), ys.at(i, j), -1.0);
             }
           chk.canaries("y", y.canaries_intact());
-          bench(field, t.name, chk.sizes(), [&] { fn(a); });
+          bench(field, t.arch, chk.sizes(), [&] { fn(a); });
         }
 }
 
 void check_q8_chunk(const md::LinearKernels& t) {
-  Check chk("q8_chunk", t.name);
+  Check chk("q8_chunk", t.arch);
   std::size_t tm, tn;
   tile_of(t.q8_name, tm, tn);
   std::uint32_t seed = 3000;
-  const std::size_t max_rows = t.q8_rows < ma::linear_q8_rows ? t.q8_rows : ma::linear_q8_rows;
+  const std::size_t max_rows = t.q8_chunk_rows < ma::linear_q8_rows ? t.q8_chunk_rows : ma::linear_q8_rows;
   for (bool first : {true, false})
     for (std::size_t rows : around({tm}, {max_rows}, max_rows))
       for (std::size_t n : around({tn, 4}))
@@ -860,7 +860,7 @@ void check_q8_chunk(const md::LinearKernels& t) {
                 if (&t != &lscalar()) chk.value("y vs scalar", i, r, y.at(i, r), ys.at(i, r), -1.0);
               }
             chk.canaries("y", y.canaries_intact());
-            bench("q8_chunk", t.name, chk.sizes(), [&] {
+            bench("q8_chunk", t.arch, chk.sizes(), [&] {
               md::Q8Chunk s = c;
               s.first = true;
               t.q8_chunk(w, ldw, n, s);
@@ -869,7 +869,7 @@ void check_q8_chunk(const md::LinearKernels& t) {
 }
 
 void check_absmax_bits(const md::LinearKernels& t) {
-  Check chk("absmax_bits", t.name);
+  Check chk("absmax_bits", t.arch);
   std::uint32_t seed = 4000;
   const float specials[] = {0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), -3.5f};
   for (int special = -1; special < 5; ++special)
@@ -893,13 +893,13 @@ void check_absmax_bits(const md::LinearKernels& t) {
         if (want <= 0x7f800000u && s != got) chk.flag("differs from the scalar table");
       }
       volatile std::uint32_t sink = 0;
-      bench("absmax_bits", t.name, chk.sizes(), [&] { sink = t.absmax_bits(x.data(), n); });
+      bench("absmax_bits", t.arch, chk.sizes(), [&] { sink = t.absmax_bits(x.data(), n); });
       (void)sink;
     }
 }
 
 void check_quantize(const md::LinearKernels& t) {
-  Check chk("quantize", t.name);
+  Check chk("quantize", t.arch);
   std::uint32_t seed = 5000;
   for (float s : {0.25f, 1.0f / 127.0f})
     for (std::size_t n : around({4, 8, 16, 32}, {64, 100})) {
@@ -926,7 +926,7 @@ void check_quantize(const md::LinearKernels& t) {
         if (&t != &lscalar()) chk.value("q vs scalar", 0, i, qb[i + 1], qs[i + 1], -1.0);
       }
       if (qb[0] != 99 || qb[n + 1] != 99) chk.flag("write outside q");
-      bench("quantize", t.name, chk.sizes(), [&] { t.quantize(x.data(), n, s, qs.data() + 1); });
+      bench("quantize", t.arch, chk.sizes(), [&] { t.quantize(x.data(), n, s, qs.data() + 1); });
     }
   // Quotients at and around half integers (x = (j + ½)·s rounded, and a few ulps off): a kernel that rounds
   // anything but the float quotient x / s (a product with 1/s, say) lands on the other side of some of them. Scales
@@ -975,7 +975,7 @@ struct LinearCase {
   LTable table;
   const LinearField* field;
 };
-void PrintTo(const LinearCase& c, std::ostream* os) { *os << c.field->name << " of " << c.table->name; }
+void PrintTo(const LinearCase& c, std::ostream* os) { *os << c.field->name << " of " << c.table->arch; }
 std::vector<LinearCase> linear_cases() {
   std::vector<LinearCase> c;
   for (LTable t : all_linear_kernel_tables())
@@ -986,12 +986,12 @@ std::vector<LinearCase> linear_cases() {
 class LinearKernelCheck : public ::testing::TestWithParam<LinearCase> {};
 TEST_P(LinearKernelCheck, FieldAgainstScalarAndReference) {
   const md::LinearKernels& t = *GetParam().table;
-  if (t.q8_rows < 1) ADD_FAILURE() << t.name << ": q8_rows is 0";
+  if (t.q8_chunk_rows < 1) ADD_FAILURE() << t.arch << ": q8_chunk_rows is 0";
   GetParam().field->check(t);
 }
 INSTANTIATE_TEST_SUITE_P(EveryTable, LinearKernelCheck, ::testing::ValuesIn(linear_cases()),
                          [](const ::testing::TestParamInfo<LinearCase>& i) {
-                           return safe_name(std::string(i.param.field->name) + "_" + i.param.table->name);
+                           return safe_name(std::string(i.param.field->name) + "_" + i.param.table->arch);
                          });
 
 }  // namespace

@@ -25,19 +25,7 @@ using Table = const ma::detail::LinearKernels*;
 
 namespace {
 
-std::vector<Table> linear_tables() {
-  std::vector<Table> t{&ma::detail::scalar_linear_kernels()};
-  if (ma::detail::x86_linear_kernels() != nullptr) t.push_back(ma::detail::x86_linear_kernels());
-  if (ma::detail::neon_linear_kernels() != nullptr) t.push_back(ma::detail::neon_linear_kernels());
-#if MICROATTN_LINEAR_HELIUM
-  t.push_back(&ma::detail::helium_linear_kernels());
-#endif
-#if MICROATTN_LINEAR_ARMV7EM
-  t.push_back(&ma::detail::armv7em_linear_kernels());
-#endif
-  return t;
-}
-std::string table_name(const ::testing::TestParamInfo<Table>& info) { return info.param->name; }
+std::string table_name(const ::testing::TestParamInfo<Table>& info) { return info.param->arch; }
 
 constexpr double inf_d = std::numeric_limits<double>::infinity();
 
@@ -233,7 +221,7 @@ struct Case {
 const char* format_name(Format f) { return f == Format::f32 ? "f32" : f == Format::f16 ? "f16" : "q8"; }
 
 void check_case(Table t, const Case& c, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << (t ? t->name : "linear()") << " " << format_name(c.format) << " m=" << c.m
+  SCOPED_TRACE(::testing::Message() << (t ? t->arch : "linear()") << " " << format_name(c.format) << " m=" << c.m
                                     << " n=" << c.n << " k=" << c.k << " group=" << c.group << " pad=" << c.pad
                                     << " misalign=" << c.misalign << " w_offset=" << c.w_offset);
   Weights w(c.format, c.n, c.k, c.group == 0 ? c.k : c.group, c.w_offset, c.misalign);
@@ -379,7 +367,7 @@ TEST_P(LinearKernel, Q8ExactOnTheGridWithTiesAwayFromZero) {
   std::uint32_t seed = 4000;
   for (const Layout& l : layouts)
     for (std::size_t m : {1, 2, 3}) {
-      SCOPED_TRACE(::testing::Message() << GetParam()->name << " k=" << l.k << " group=" << l.group << " m=" << m);
+      SCOPED_TRACE(::testing::Message() << GetParam()->arch << " k=" << l.k << " group=" << l.group << " m=" << m);
       std::mt19937 rng(seed++);
       Weights w(Format::q8, l.n, l.k, l.group, 1, false);
       w.fill_random(seed);
@@ -419,7 +407,7 @@ TEST_P(LinearKernel, Q8BoundIsTightForAdversarialX) {
   const std::vector<Layout> layouts = {{64, 64, 4}, {256, 64, 4}, {96, 32, 3}, {1024, 1024, 2}, {200, 400, 4}};
   std::uint32_t seed = 5000;
   for (const Layout& l : layouts) {
-    SCOPED_TRACE(::testing::Message() << GetParam()->name << " k=" << l.k << " group=" << l.group);
+    SCOPED_TRACE(::testing::Message() << GetParam()->arch << " k=" << l.k << " group=" << l.group);
     Weights w(Format::q8, l.n, l.k, l.group, 0, false);
     w.fill_random(seed++);
     const std::size_t seg = std::min(l.k, l.group);
@@ -474,7 +462,7 @@ void check_f16_every_bit_pattern(Table t, std::size_t k) {
         const double got = y.at(i, r);
         const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
         if (!ok && bad++ < 5)
-          ADD_FAILURE() << t->name << " k=" << k << ": pattern 0x" << std::hex << first + r << std::dec << " times "
+          ADD_FAILURE() << t->arch << " k=" << k << ": pattern 0x" << std::hex << first + r << std::dec << " times "
                         << x.at(i, 0) << ": got " << got << ", want " << want;
       }
     EXPECT_EQ(bad, 0u) << "patterns from " << first;
@@ -521,7 +509,7 @@ TEST_P(LinearKernel, NonFiniteAndTinyRows) {
   std::uint32_t seed = 6000;
   for (Format f : {Format::f32, Format::f16, Format::q8})
     for (const Layout& l : std::vector<Layout>{{64, 32, 5}, {37, 37, 6}, {172, 64, 16}, {200, 100, 3}}) {
-      SCOPED_TRACE(::testing::Message() << GetParam()->name << " " << format_name(f) << " k=" << l.k);
+      SCOPED_TRACE(::testing::Message() << GetParam()->arch << " " << format_name(f) << " k=" << l.k);
       Weights w(f, l.n, l.k, f == Format::q8 ? l.group : l.k, 0, false);
       w.fill_random(seed++);
       if (f == Format::q8) {
@@ -556,7 +544,7 @@ TEST_P(LinearKernel, NonFiniteAndTinyRows) {
 TEST_P(LinearKernel, ZeroRowsGiveTheBias) {
   std::uint32_t seed = 7000;
   for (Format f : {Format::f32, Format::f16, Format::q8}) {
-    SCOPED_TRACE(::testing::Message() << GetParam()->name << " " << format_name(f));
+    SCOPED_TRACE(::testing::Message() << GetParam()->arch << " " << format_name(f));
     Weights w(f, 9, 70, f == Format::q8 ? 35 : 70, 0, false);
     w.fill_random(seed++);
     Guarded x(3, 70);
@@ -577,7 +565,7 @@ TEST_P(LinearKernel, ZeroRowsGiveTheBias) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tables, LinearKernel, ::testing::ValuesIn(linear_tables()), table_name);
+INSTANTIATE_TEST_SUITE_P(Tables, LinearKernel, ::testing::ValuesIn(all_linear_kernel_tables()), table_name);
 
 // ---- the entry point ----------------------------------------------------------------------------------------
 

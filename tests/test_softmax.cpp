@@ -46,7 +46,7 @@ TEST_P(SoftmaxKernel, SweepRowLengthsAcrossVectorEdges) {
   std::uint32_t seed = 1;
   for (std::size_t n :
        {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200, 256, 1000, 1024, 1025}) {
-    SCOPED_TRACE(::testing::Message() << GetParam()->name << " n=" << n);
+    SCOPED_TRACE(::testing::Message() << GetParam()->arch << " n=" << n);
     Uniform u(seed++, -10.0f, 10.0f);
     Guarded m(3, n, n + (n % 3), n & 1);
     m.fill(u);
@@ -56,7 +56,7 @@ TEST_P(SoftmaxKernel, SweepRowLengthsAcrossVectorEdges) {
 
 TEST_P(SoftmaxKernel, SpecialValuesStayInTheirRow) {
   for (std::size_t n : {1, 5, 16, 17, 40}) {
-    SCOPED_TRACE(::testing::Message() << GetParam()->name << " n=" << n);
+    SCOPED_TRACE(::testing::Message() << GetParam()->arch << " n=" << n);
     Uniform u(n, -5.0f, 5.0f);
     Guarded m(8, n, n + 1);
     m.fill(u);

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/linear.hpp"
 #include "microattn/microattn.hpp"
 #include "tolerance.hpp"
 
@@ -126,24 +126,17 @@ struct LayerTestWeights {
 
 inline std::vector<const microattn::detail::Kernels*> all_kernel_tables() {
   std::vector<const microattn::detail::Kernels*> t{&microattn::detail::scalar_kernels()};
-  if (microattn::detail::simd_kernels() != nullptr) t.push_back(microattn::detail::simd_kernels());
+  if (microattn::detail::vector_kernels() != nullptr) t.push_back(microattn::detail::vector_kernels());
   return t;
 }
-// linear()'s tables: the scalar one always, the x86 and NEON ones when the build has them.
+// linear()'s tables: the scalar one always, the build's vector one when it has one.
 inline std::vector<const microattn::detail::LinearKernels*> all_linear_kernel_tables() {
   std::vector<const microattn::detail::LinearKernels*> t{&microattn::detail::scalar_linear_kernels()};
-  if (microattn::detail::x86_linear_kernels() != nullptr) t.push_back(microattn::detail::x86_linear_kernels());
-  if (microattn::detail::neon_linear_kernels() != nullptr) t.push_back(microattn::detail::neon_linear_kernels());
-#if MICROATTN_LINEAR_HELIUM
-  t.push_back(&microattn::detail::helium_linear_kernels());
-#endif
+  if (microattn::detail::vector_linear_kernels() != nullptr) t.push_back(microattn::detail::vector_linear_kernels());
   return t;
 }
 inline std::string kernel_table_name(const ::testing::TestParamInfo<const microattn::detail::Kernels*>& info) {
-  std::string n = info.param->name;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
+  return info.param->arch;
 }
 
 // Compare a float matrix with a double reference element by element; report the first few failures.

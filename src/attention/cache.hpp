@@ -6,7 +6,7 @@
 #include <cassert>
 
 #include "attention/few_query.hpp"
-#include "kernels/cache_kernels.hpp"
+#include "kernels/cache.hpp"
 
 namespace microattn {
 namespace detail {
@@ -52,10 +52,10 @@ struct CacheRun {
   // Rows [j0, j0 + n) of src into dst (n × src.cols, dense).
   void convert(const KvSource& src, std::size_t j0, std::size_t n, float* dst) const noexcept {
     if (format == Format::f16)
-      ck.f16_rows(static_cast<const std::uint16_t*>(src.data) + j0 * src.stride, src.stride, n, src.cols, dst);
+      ck.f16_convert(static_cast<const std::uint16_t*>(src.data) + j0 * src.stride, src.stride, n, src.cols, dst);
     else
-      ck.q8_rows(static_cast<const std::int8_t*>(src.data) + j0 * src.stride, src.stride, n, src.cols,
-                 src.scales + j0 * src.scale_stride, src.scale_stride, dst);
+      ck.q8_convert(static_cast<const std::int8_t*>(src.data) + j0 * src.stride, src.stride, n, src.cols,
+                    src.scales + j0 * src.scale_stride, src.scale_stride, dst);
   }
 
   // Scores of keys [j0, j0 + bk) into s (row stride bw) and P·V of them into o, straight from the stored rows.

@@ -6,15 +6,16 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/exp_constants.hpp"
+#include "kernels/exp/constants.hpp"
 
 // Forced inline: at -Os (the Cortex-M cross files) GCC would otherwise call these per element — a call per
 // exp and per multiply-add costs more than the arithmetic itself.
 #define MICROATTN_SCALAR_INLINE inline __attribute__((always_inline))
+#define MICROATTN_SCALAR_LAMBDA __attribute__((always_inline))
 
-// The Cortex-M head-dim-8 decoding kernels (scalar.cpp: f32, cache_kernels.cpp: q8) hold two rows of sums in
-// s0–s7 and s8–s15: the asm that rescales them by their alphas (in registers al_a, al_b) at the start of a P·V
-// block, and the clobbers of those sixteen registers.
+// The Cortex-M head-dim-8 decoding kernels (attention/scalar_rows_asm.hpp: f32, cache/rows_scalar.hpp: q8) hold two
+// rows of sums in s0–s7 and s8–s15: the asm that rescales them by their alphas (in registers al_a, al_b) at the start
+// of a P·V block, and the clobbers of those sixteen registers.
 // clang-format off
 #define MICROATTN_D8_RESCALE(al_a, al_b) \
   "vmul.f32 s0, s0, " al_a "\n\t" \
@@ -73,7 +74,7 @@ MICROATTN_SCALAR_INLINE float horner6(float r, float c0, float c1, float c2, flo
   return fmadd(p, r, c0);
 }
 
-// e^x, the same algorithm (exp_constants.hpp) as the vector kernels, one float at a time.
+// e^x, the same algorithm (exp/constants.hpp) as the vector kernels, one float at a time.
 MICROATTN_SCALAR_INLINE float exp_float(float x) noexcept {
   using namespace exp_constants;
   x = x < x_min ? x_min : x;  // written so that a NaN passes through both clamps
@@ -91,7 +92,7 @@ MICROATTN_SCALAR_INLINE float exp_float(float x) noexcept {
   return (p * s1) * s2;
 }
 
-// 2^x for x <= 0 or NaN (exp2_constants in exp_constants.hpp), with the Horner addends c5 … c0 passed in (a
+// 2^x for x <= 0 or NaN (exp2_constants in exp/constants.hpp), with the Horner addends c5 … c0 passed in (a
 // caller that has them in registers already; each step's fused multiply-add overwrites its addend).
 MICROATTN_SCALAR_INLINE float exp2_nonpositive_float_with(float x, float c5, float c4, float c3, float c2, float c1,
                                                           float c0) noexcept {
@@ -111,8 +112,22 @@ MICROATTN_SCALAR_INLINE float exp2_nonpositive_float(float x) noexcept {
   return exp2_nonpositive_float_with(x, poly.c5, poly.c4, poly.c3, poly.c2, poly.c1, poly.c0);
 }
 
+// The query rows of a decoding product's scores two at a time (the rows of one K/V head's query group), a last single
+// row as a pair of itself (its two sums the same, the first stored last): body(q0, q1, s0, s1) with rows r0 and
+// r0 + 1 of q (row stride ldq) and of s (lds). The f32 row kernels' and the q8 cache's.
+template <class Body>
+MICROATTN_SCALAR_INLINE void row_pairs(const float* q, std::size_t ldq, float* s, std::size_t lds, std::size_t nr,
+                                       Body body) noexcept {
+  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
+    const bool two = nr - r0 >= 2;
+    const float* const q0 = q + r0 * ldq;
+    float* const s0 = s + r0 * lds;
+    body(q0, two ? q0 + ldq : q0, s0, two ? s0 + lds : s0);
+  }
+}
+
 // The eight sums of a decoding product's inner kernel (two rows × four keys or four columns: rows_dot_2x4 and
-// rows_axpy_2x4 in scalar.cpp, their q8 forms in cache_kernels.cpp), kept in registers.
+// rows_axpy_2x4 in attention/scalar.cpp, their q8 forms in cache/rows_scalar.hpp), kept in registers.
 struct Sums2x4 {
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
   // a_i = oa[i]·al0, b_i = ob[i]·al1 (P·V's rescaled output).

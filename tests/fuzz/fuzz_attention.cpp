@@ -27,7 +27,7 @@
 
 #include "attention_run.hpp"
 #include "fuzz_support.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 #include "reference.hpp"
 
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 #include "reference.hpp"
 
 namespace {

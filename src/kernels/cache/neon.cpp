@@ -1,5 +1,5 @@
 // The K/V cache's NEON table (AArch64: its half-precision conversions and fused products).
-#include "kernels/cache_kernels.hpp"
+#include "kernels/cache.hpp"
 
 #if MICROATTN_CACHE_NEON
 #include <arm_neon.h>
@@ -10,17 +10,17 @@ namespace microattn {
 namespace detail {
 namespace {
 
-void f16_row_neon(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
+void cache_f16_convert_neon64(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
   for (; c + 4 <= cols; c += 4) vst1q_f32(d + c, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + c))));
-  f16_row_scalar(s, d, c, cols);
+  cache_f16_convert_scalar(s, d, c, cols);
 }
-void q8_row_neon(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
+void cache_q8_convert_neon64(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
   for (; c + 8 <= cols; c += 8) {
     const int16x8_t q = vmovl_s8(vld1_s8(s + c));
     vst1q_f32(d + c, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), sc));
     vst1q_f32(d + c + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(q))), sc));
   }
-  q8_row_scalar(s, d, c, cols, sc);
+  cache_q8_convert_scalar(s, d, c, cols, sc);
 }
 // The fused products on NEON: per key, its row converted 4 columns at a time (once for up to 4 query rows, held in
 // registers), each row's dot a vector of partial sums added across at the end; P·V as rows_axpy, each converted
@@ -67,9 +67,9 @@ inline void dot_key_neon(const float* q, std::size_t ldq, std::size_t d, const t
 }
 
 template <class F>
-void rows_dot_neon(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const typename F::T* k,
-                   std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                   std::size_t lds) noexcept {
+void cache_rows_dot_neon64(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const typename F::T* k,
+                           std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                           std::size_t lds) noexcept {
   for (std::size_t j = 0; j < bk; ++j) {
     const typename F::T* kj = k + j * ldk;
     const float sc = row_scale(scales, j, scale_stride);
@@ -107,9 +107,9 @@ void axpy_tile_neon(const float* p, std::size_t ldp, std::size_t bk, const typen
 }
 
 template <class F>
-void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
-                    std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha,
-                    float* o, std::size_t ldo) noexcept {
+void cache_rows_axpy_neon64(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
+                            std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                            const float* alpha, float* o, std::size_t ldo) noexcept {
   const std::size_t body = d_v / 8 * 8;
   for (std::size_t r0 = 0; r0 < nr;) {
     const std::size_t rr = nr - r0 >= 4 ? 4 : 1;
@@ -122,14 +122,17 @@ void rows_axpy_neon(const float* p, std::size_t ldp, std::size_t nr, std::size_t
       else
         axpy_tile_neon<F, 1>(pr, ldp, bk, v + c, ldv, scales, scale_stride, ar, orow + c, ldo);
     }
-    if (body < d_v) rows_axpy_stored(F::f16, pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow, ldo);
+    if (body < d_v)
+      cache_rows_axpy_scalar(F::f16, pr, ldp, rr, bk, v, ldv, scales, scale_stride, body, d_v, ar, orow, ldo);
     r0 += rr;
   }
 }
 
-using NeonFused =
-    FusedEntries<rows_dot_neon<F16Neon>, rows_dot_neon<Q8Neon>, rows_axpy_neon<F16Neon>, rows_axpy_neon<Q8Neon>>;
-constexpr CacheKernels vector_table = cache_table<NeonFused, f16_rows<f16_row_neon>, q8_rows<q8_row_neon>>("neon");
+using NeonFused = FusedEntries<cache_rows_dot_neon64<F16Neon>, cache_rows_dot_neon64<Q8Neon>,
+                               cache_rows_axpy_neon64<F16Neon>, cache_rows_axpy_neon64<Q8Neon>>;
+constexpr CacheKernels vector_table =
+    cache_table<NeonFused, f16_convert_rows<cache_f16_convert_neon64>, q8_convert_rows<cache_q8_convert_neon64>>(
+        "neon64");
 
 }  // namespace
 

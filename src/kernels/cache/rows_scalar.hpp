@@ -1,14 +1,14 @@
 // The f16 / q8 K/V cache's scalar rows and fused products, which every cache table starts from: the scalar table
 // is them, and the vector tables finish each row with them from where their vectors stop. Included by the table
 // files of kernels/cache/ alone, each its own translation unit: the file-local (anonymous-namespace) functions keep
-// the calling conventions and inlining they had in one file (the Cortex-M builds compile only scalar.cpp's).
+// the calling conventions and inlining they had in one file (the Cortex-M builds compile only cache/scalar.cpp's).
 #pragma once
 
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cache_kernels.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/cache.hpp"
+#include "kernels/linear.hpp"
 #include "kernels/scalar_math.hpp"
 
 namespace microattn {
@@ -18,19 +18,21 @@ namespace {
 // A table's converters: a block's rows one at a time through the table's row function, which converts from
 // column c on (each table vectorizes the front and finishes with the scalar row from where it stopped).
 template <void (*Row)(const std::uint16_t*, float*, std::size_t, std::size_t) noexcept>
-void f16_rows(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols, float* dst) noexcept {
+void f16_convert_rows(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols,
+                      float* dst) noexcept {
   for (std::size_t r = 0; r < rows; ++r) Row(src + r * ld, dst + r * cols, 0, cols);
 }
 template <void (*Row)(const std::int8_t*, float*, std::size_t, std::size_t, float) noexcept>
-void q8_rows(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
-             std::size_t scale_stride, float* dst) noexcept {
+void q8_convert_rows(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
+                     std::size_t scale_stride, float* dst) noexcept {
   for (std::size_t r = 0; r < rows; ++r) Row(src + r * ld, dst + r * cols, 0, cols, scales[r * scale_stride]);
 }
 
-inline void f16_row_scalar(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
+inline void cache_f16_convert_scalar(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
   for (; c < cols; ++c) d[c] = f16_decode(s[c]);
 }
-inline void q8_row_scalar(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
+inline void cache_q8_convert_scalar(const std::int8_t* s, float* d, std::size_t c, std::size_t cols,
+                                    float sc) noexcept {
   for (; c < cols; ++c) d[c] = sc * static_cast<float>(s[c]);
 }
 
@@ -54,11 +56,11 @@ inline float row_scale(const float* scales, std::size_t j, std::size_t stride) n
 #if defined(__arm__) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && \
     (__ARM_FP & 4) && defined(__FP_FAST_FMAF)
 #define MICROATTN_Q8_ROWS_D8_ASM 1
-// A head dim of 8 on Cortex-M, as the f32 row kernels in scalar.cpp: the two rows of q, or of o, stay in s0–s15 for
-// a whole block; each stored row is 8 LDRSB, 4 VMOV (two core registers to two floats), 8 VCVT and 8 multiplies by
-// its scale, then one fused multiply-add per term: 3.2 instructions per multiply-add where the 2x4 kernels below
-// take 4.4. The operations of the C kernels in their order: the same floats. Of the callee-saved registers only
-// s16–s20 are used (24 bytes of stack). A single row passes itself as both rows.
+// A head dim of 8 on Cortex-M, as the f32 row kernels in attention/scalar_rows_asm.hpp: the two rows of q, or of o,
+// stay in s0–s15 for a whole block; each stored row is 8 LDRSB, 4 VMOV (two core registers to two floats), 8 VCVT and 8
+// multiplies by its scale, then one fused multiply-add per term: 3.2 instructions per multiply-add where the 2x4
+// kernels below take 4.4. The operations of the C kernels in their order: the same floats. Of the callee-saved
+// registers only s16–s20 are used (24 bytes of stack). A single row passes itself as both rows.
 constexpr std::size_t q8_rows_d8 = 8;
 
 // clang-format off
@@ -183,20 +185,12 @@ __attribute__((noinline)) void rows_dot_q8_2x4(const float* a, const float* b, c
 // q8, two query rows at a time (decoding: the rows of one K/V head's query group): scalar sums in registers and
 // pointers that step by one, where the shared loop below keeps four sums in memory and tests the format per element
 // (a few times the instructions on Cortex-M). Same products in the same order: the same floats.
-void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
-                       std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                       std::size_t lds) noexcept {
-  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
-    const bool two = nr - r0 >= 2;
-    const float* const q0 = q + r0 * ldq;
-    const float* const q1 = two ? q0 + ldq : q0;
-    float* s0 = s + r0 * lds;
-    float* s1 = two ? s0 + lds : s0;
+void cache_q8_rows_dot_2xn_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const std::int8_t* k,
+                                  std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk,
+                                  float* s, std::size_t lds) noexcept {
+  row_pairs(q, ldq, s, lds, nr, [&](const float* q0, const float* q1, float* s0, float* s1) MICROATTN_SCALAR_LAMBDA {
 #if MICROATTN_Q8_ROWS_D8_ASM
-    if (d == q8_rows_d8 && bk != 0) {
-      rows_dot_q8_2xn_d8(q0, q1, k, ldk, scales, scale_stride, bk, s0, s1);
-      continue;
-    }
+    if (d == q8_rows_d8 && bk != 0) return rows_dot_q8_2xn_d8(q0, q1, k, ldk, scales, scale_stride, bk, s0, s1);
 #endif
     const std::int8_t* kj = k;
     const float* sc = scales;
@@ -218,7 +212,7 @@ void rows_dot_q8_pairs(const float* q, std::size_t ldq, std::size_t nr, std::siz
       *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
       *s0++ = acc0;
     }
-  }
+  });
 }
 // Four output columns of rows a and b over stored q8 values v (row j at v + j·ldv, scale sc[j·stride]):
 // oa[0..3]·al (or 0 without alpha), then + pa[j]·v̂[j][c] in key order (the same for b; ob may be oa).
@@ -238,9 +232,10 @@ __attribute__((noinline)) void rows_axpy_q8_2x4(const float* pa, const float* pb
 // q8 P·V, two rows and four output columns at a time over the block's keys (the key's scale and p loaded once for
 // four columns), then the last columns one at a time: o[r][c] = o[r][c]·alpha[r] (or 0), then + p[r][j]·v̂[j][c] in
 // key order, as the shared loop's per-key order gives each element.
-void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const std::int8_t* v,
-                        std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
-                        const float* alpha, float* o, std::size_t ldo) noexcept {
+void cache_q8_rows_axpy_2xn_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk,
+                                   const std::int8_t* v, std::size_t ldv, const float* scales, std::size_t scale_stride,
+                                   std::size_t c0, std::size_t d_v, const float* alpha, float* o,
+                                   std::size_t ldo) noexcept {
   for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
     const std::size_t r1 = nr - r0 >= 2 ? r0 + 1 : r0;
     const float* const p0 = p + r0 * ldp;
@@ -277,11 +272,13 @@ void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::si
 }
 
 // (maybe_unused: the NEON table finishes its scores without it.)
-[[maybe_unused]] void rows_dot_stored(bool f16, const float* q, std::size_t ldq, std::size_t nr, std::size_t d,
-                                      const void* k, std::size_t ldk, const float* scales, std::size_t scale_stride,
-                                      std::size_t bk, float* s, std::size_t lds) noexcept {
+[[maybe_unused]] void cache_rows_dot_scalar(bool f16, const float* q, std::size_t ldq, std::size_t nr, std::size_t d,
+                                            const void* k, std::size_t ldk, const float* scales,
+                                            std::size_t scale_stride, std::size_t bk, float* s,
+                                            std::size_t lds) noexcept {
   if (!f16)
-    return rows_dot_q8_pairs(q, ldq, nr, d, static_cast<const std::int8_t*>(k), ldk, scales, scale_stride, bk, s, lds);
+    return cache_q8_rows_dot_2xn_scalar(q, ldq, nr, d, static_cast<const std::int8_t*>(k), ldk, scales, scale_stride,
+                                        bk, s, lds);
   for (std::size_t j = 0; j < bk; ++j) {
     const void* kj = stored_row(f16, k, j, ldk);
     const float sc = row_scale(scales, j, scale_stride);
@@ -296,12 +293,12 @@ void rows_axpy_q8_pairs(const float* p, std::size_t ldp, std::size_t nr, std::si
     }
   }
 }
-void rows_axpy_stored(bool f16, const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const void* v,
-                      std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0, std::size_t d_v,
-                      const float* alpha, float* o, std::size_t ldo) noexcept {
+void cache_rows_axpy_scalar(bool f16, const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const void* v,
+                            std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t c0,
+                            std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept {
   if (!f16)
-    return rows_axpy_q8_pairs(p, ldp, nr, bk, static_cast<const std::int8_t*>(v), ldv, scales, scale_stride, c0, d_v,
-                              alpha, o, ldo);
+    return cache_q8_rows_axpy_2xn_scalar(p, ldp, nr, bk, static_cast<const std::int8_t*>(v), ldv, scales, scale_stride,
+                                         c0, d_v, alpha, o, ldo);
   for (std::size_t r = 0; r < nr; ++r)
     for (std::size_t c = c0; c < d_v; ++c) o[r * ldo + c] = alpha != nullptr ? o[r * ldo + c] * alpha[r] : 0.0f;
   for (std::size_t j = 0; j < bk; ++j) {
@@ -340,21 +337,21 @@ struct FusedEntries {
 };
 // A table's entries: the converters, then the fused kernels.
 template <class Fused, auto F16Rows, auto Q8Rows>
-constexpr CacheKernels cache_table(const char* name) noexcept {
-  return {name, F16Rows, Q8Rows, Fused::f16_dot, Fused::q8_dot, Fused::f16_axpy, Fused::q8_axpy};
+constexpr CacheKernels cache_table(const char* arch) noexcept {
+  return {arch, F16Rows, Q8Rows, Fused::f16_dot, Fused::q8_dot, Fused::f16_axpy, Fused::q8_axpy};
 }
 
 template <bool F16, class T>
-void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const T* k, std::size_t ldk,
-                     const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                     std::size_t lds) noexcept {
-  rows_dot_stored(F16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+void scalar_dot_entry(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const T* k, std::size_t ldk,
+                      const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                      std::size_t lds) noexcept {
+  cache_rows_dot_scalar(F16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
 }
 template <bool F16, class T>
-void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const T* v, std::size_t ldv,
-                      const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha, float* o,
-                      std::size_t ldo) noexcept {
-  rows_axpy_stored(F16, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
+void scalar_axpy_entry(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const T* v, std::size_t ldv,
+                       const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha, float* o,
+                       std::size_t ldo) noexcept {
+  cache_rows_axpy_scalar(F16, p, ldp, nr, bk, v, ldv, scales, scale_stride, 0, d_v, alpha, o, ldo);
 }
 
 }  // namespace

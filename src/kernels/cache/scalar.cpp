@@ -5,10 +5,11 @@ namespace microattn {
 namespace detail {
 namespace {
 
-using ScalarFused = FusedEntries<rows_dot_scalar<true, std::uint16_t>, rows_dot_scalar<false, std::int8_t>,
-                                 rows_axpy_scalar<true, std::uint16_t>, rows_axpy_scalar<false, std::int8_t>>;
+using ScalarFused = FusedEntries<scalar_dot_entry<true, std::uint16_t>, scalar_dot_entry<false, std::int8_t>,
+                                 scalar_axpy_entry<true, std::uint16_t>, scalar_axpy_entry<false, std::int8_t>>;
 constexpr CacheKernels scalar_table =
-    cache_table<ScalarFused, f16_rows<f16_row_scalar>, q8_rows<q8_row_scalar>>("scalar");
+    cache_table<ScalarFused, f16_convert_rows<cache_f16_convert_scalar>, q8_convert_rows<cache_q8_convert_scalar>>(
+        "scalar");
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // The K/V cache's x86 table: F16C conversions, AVX2 (AVX-512 where the target has it) fused products.
-#include "kernels/cache_kernels.hpp"
+#include "kernels/cache.hpp"
 
 #if MICROATTN_CACHE_X86
 #include "kernels/avx512_warnings.hpp"
@@ -17,16 +17,16 @@ constexpr const char* x86_name = "avx512";
 #else
 constexpr const char* x86_name = "avx2";
 #endif
-void f16_row_x86(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
+void cache_f16_convert_x86(const std::uint16_t* s, float* d, std::size_t c, std::size_t cols) noexcept {
 #if defined(__AVX512F__)
   for (; c + 16 <= cols; c += 16)
     _mm512_storeu_ps(d + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c))));
 #endif
   for (; c + 8 <= cols; c += 8)
     _mm256_storeu_ps(d + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + c))));
-  f16_row_scalar(s, d, c, cols);
+  cache_f16_convert_scalar(s, d, c, cols);
 }
-void q8_row_x86(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
+void cache_q8_convert_x86(const std::int8_t* s, float* d, std::size_t c, std::size_t cols, float sc) noexcept {
 #if defined(__AVX512F__)
   const __m512 vs16 = _mm512_set1_ps(sc);
   for (; c + 16 <= cols; c += 16) {
@@ -39,7 +39,7 @@ void q8_row_x86(const std::int8_t* s, float* d, std::size_t c, std::size_t cols,
     const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + c)));
     _mm256_storeu_ps(d + c, _mm256_mul_ps(vs, _mm256_cvtepi32_ps(q)));
   }
-  q8_row_scalar(s, d, c, cols, sc);
+  cache_q8_convert_scalar(s, d, c, cols, sc);
 }
 // The fused products on x86. Scores: keys in the lanes (one vector of scores per query row and key vector, no
 // horizontal sums): a 32-bit gather takes the same 4 bytes (4 int8 or 2 binary16 columns) from L keys at once,
@@ -280,14 +280,14 @@ void dot_rows(const float* q, std::size_t ldq, std::size_t d, const typename F::
 }
 
 template <class F>
-void rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const typename F::T* k,
-                  std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
-                  std::size_t lds) noexcept {
+void cache_rows_dot_x86(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const typename F::T* k,
+                        std::size_t ldk, const float* scales, std::size_t scale_stride, std::size_t bk, float* s,
+                        std::size_t lds) noexcept {
   // The gathers' 32-bit offsets span a tile's keys (and scales); beyond them, or with fewer columns than a
   // gather reads, the scalar rows.
   const std::size_t span = 8 * L * (ldk * sizeof(typename F::T) + scale_stride * sizeof(float));
   if (d < static_cast<std::size_t>(F::per) || span > 0x7fffffffu) {
-    rows_dot_stored(F::f16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
+    cache_rows_dot_scalar(F::f16, q, ldq, nr, d, k, ldk, scales, scale_stride, bk, s, lds);
     return;
   }
   for (std::size_t r0 = 0; r0 < nr;) {
@@ -341,13 +341,13 @@ void axpy_rows(const float* p, std::size_t ldp, std::size_t bk, const typename F
   for (; c + 2 * L <= d_v; c += 2 * L)
     axpy_tile<F, R, 2>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
   for (; c + L <= d_v; c += L) axpy_tile<F, R, 1>(p, ldp, bk, v + c, ldv, scales, scale_stride, alpha, o + c, ldo);
-  if (c < d_v) rows_axpy_stored(F::f16, p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
+  if (c < d_v) cache_rows_axpy_scalar(F::f16, p, ldp, R, bk, v, ldv, scales, scale_stride, c, d_v, alpha, o, ldo);
 }
 
 template <class F>
-void rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
-                   std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v, const float* alpha,
-                   float* o, std::size_t ldo) noexcept {
+void cache_rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const typename F::T* v,
+                         std::size_t ldv, const float* scales, std::size_t scale_stride, std::size_t d_v,
+                         const float* alpha, float* o, std::size_t ldo) noexcept {
   for (std::size_t r0 = 0; r0 < nr;) {
     const std::size_t left = nr - r0;
     const std::size_t rr = left >= 4 ? 4 : left >= 2 ? 2 : 1;
@@ -364,8 +364,10 @@ void rows_axpy_x86(const float* p, std::size_t ldp, std::size_t nr, std::size_t 
   }
 }
 
-using X86Fused = FusedEntries<rows_dot_x86<F16Fmt>, rows_dot_x86<Q8Fmt>, rows_axpy_x86<F16Fmt>, rows_axpy_x86<Q8Fmt>>;
-constexpr CacheKernels vector_table = cache_table<X86Fused, f16_rows<f16_row_x86>, q8_rows<q8_row_x86>>(x86_name);
+using X86Fused = FusedEntries<cache_rows_dot_x86<F16Fmt>, cache_rows_dot_x86<Q8Fmt>, cache_rows_axpy_x86<F16Fmt>,
+                              cache_rows_axpy_x86<Q8Fmt>>;
+constexpr CacheKernels vector_table =
+    cache_table<X86Fused, f16_convert_rows<cache_f16_convert_x86>, q8_convert_rows<cache_q8_convert_x86>>(x86_name);
 
 }  // namespace
 

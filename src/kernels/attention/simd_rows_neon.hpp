@@ -2,7 +2,7 @@
 // probabilities in registers, multiply by lane.
 #pragma once
 
-#include "kernels/simd/common.hpp"
+#include "kernels/attention/simd_common.hpp"
 
 namespace microattn {
 namespace detail {

@@ -1,7 +1,7 @@
 // e^x per vector and the softmax of one row (the table's exp and softmax_row).
 #pragma once
 
-#include "kernels/simd/common.hpp"
+#include "kernels/attention/simd_common.hpp"
 
 namespace microattn {
 namespace detail {
@@ -19,7 +19,7 @@ inline vfloat horner6(vfloat r, const Poly6& c) noexcept {
   return xsimd::fma(p, r, vfloat(c.c0));
 }
 
-// e^x per lane; algorithm and constants in exp_constants.hpp, identical to exp_float().
+// e^x per lane; algorithm and constants in exp/constants.hpp, identical to exp_float().
 inline vfloat exp_vec(vfloat x) noexcept {
   using namespace exp_constants;
   // On x86, max/min return their SECOND operand when either is NaN, and NEON's propagate NaN: a NaN x

@@ -4,8 +4,8 @@
 #include <cassert>
 #include <cstdint>
 
-#include "kernels/kernels.hpp"
-#include "kernels/linear_kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/linear.hpp"
 #include "kernels/scalar_math.hpp"
 
 namespace microattn {
@@ -23,7 +23,7 @@ void linear_f32_gemm(const LinearArgs& a) noexcept {
 
 namespace {
 
-void f16_scalar(const LinearArgs& a) noexcept {
+void linear_f16_1x4_scalar(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::size_t k = a.k;
   f16_row_tiles(a, [&a, w, k](auto rows, const float* x, float* y, std::size_t r) {
@@ -54,7 +54,7 @@ void f16_scalar(const LinearArgs& a) noexcept {
 }
 
 // One x row of a chunk against four weight rows: per segment, four int32 sums, then (sum·sw)·sx as runq.c orders it.
-void q8_chunk_scalar(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+void linear_q8_1x4_scalar(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
   const std::size_t seg = ch.seg, segs = ch.len / seg;
   for (std::size_t i = 0; i < ch.rows; ++i) {
     const std::int8_t* xq = ch.q + i * ch.ldq;
@@ -114,9 +114,11 @@ void q8_chunk_scalar(const std::int8_t* w, std::size_t ldw, std::size_t n, const
   }
 }
 
-std::uint32_t absmax_bits_scalar(const float* x, std::size_t n) noexcept { return q8_absmax_bits_from(x, 0, n, 0); }
+std::uint32_t linear_absmax_bits_scalar(const float* x, std::size_t n) noexcept {
+  return q8_absmax_bits_from(x, 0, n, 0);
+}
 
-void quantize_scalar(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+void linear_quantize_scalar(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   for (std::size_t i = 0; i < n; ++i) q[i] = q8_round(x[i], s);
 }
 
@@ -125,15 +127,18 @@ constexpr LinearKernels table{"scalar",
                               "linear_f16_1x4_scalar",
                               "linear_q8_1x4_scalar",
                               linear_f32_gemm,
-                              f16_scalar,
-                              q8_chunk_scalar,
+                              linear_f16_1x4_scalar,
+                              linear_q8_1x4_scalar,
                               1,
-                              absmax_bits_scalar,
-                              quantize_scalar};
+                              linear_absmax_bits_scalar,
+                              linear_quantize_scalar};
 
 }  // namespace
 
 const LinearKernels& scalar_linear_kernels() noexcept { return table; }
+#if !MICROATTN_LINEAR_X86 && !MICROATTN_LINEAR_NEON && !MICROATTN_LINEAR_ARMV7EM && !MICROATTN_LINEAR_HELIUM
+const LinearKernels* vector_linear_kernels() noexcept { return nullptr; }
+#endif
 
 void linear_q8_float_row(const LinearArgs& a, std::size_t i) noexcept {
   const auto* w = static_cast<const std::int8_t*>(a.w);

@@ -4,15 +4,15 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/exp_constants.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/exp/constants.hpp"
 #include "kernels/scalar_math.hpp"
 #include "microattn/config.hpp"
 
 namespace microattn {
 namespace detail {
 
-// One 2^x out of line (kernels.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
+// One 2^x out of line (kernels/attention.hpp), for the cold uses (alpha once per block, short tiles, the test hook, the
 // exact path of attention): each inlined copy costs ~90 bytes of flash.
 __attribute__((noinline)) float exp2_nonpositive_call(float x) noexcept { return exp2_nonpositive_float(x); }
 
@@ -310,14 +310,16 @@ void softmax_row_scalar(float* x, std::size_t n) noexcept {
 }  // namespace microattn
 
 // The attention primitives, then the row kernels' asm loops: parts of this translation unit (in this order, where
-// they stood), in files of their own.
-#include "kernels/scalar/attention.hpp"
-#include "kernels/scalar/rows_asm.hpp"
+// they stood: GCC's register allocation follows the order of the definitions), in files of their own.
+// clang-format off
+#include "kernels/attention/scalar_tiles.hpp"
+#include "kernels/attention/scalar_rows_asm.hpp"
+// clang-format on
 
 namespace microattn {
 namespace detail {
 
-// ---- row kernels (one query or one row of a per row, see kernels.hpp) ----
+// ---- row kernels (one query or one row of a per row, see kernels/attention.hpp) ----
 // Outside the anonymous namespace: the Helium table uses them too (it has no row kernels of its own yet).
 
 namespace {
@@ -346,17 +348,9 @@ __attribute__((noinline)) void rows_dot_2x4(const float* a, const float* b, cons
 // writeback). Each sum over p in order, as for one key: the same floats whatever the blocking.
 void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_t d, const float* k, std::size_t ldk,
                      std::size_t bk, float* s, std::size_t lds) noexcept {
-  for (std::size_t r0 = 0; r0 < nr; r0 += 2) {
-    const bool two = nr - r0 >= 2;
-    const float* const q0 = q + r0 * ldq;
-    const float* const q1 = two ? q0 + ldq : q0;
-    float* s0 = s + r0 * lds;
-    float* s1 = two ? s0 + lds : s0;
+  row_pairs(q, ldq, s, lds, nr, [&](const float* q0, const float* q1, float* s0, float* s1) MICROATTN_SCALAR_LAMBDA {
 #if MICROATTN_ROWS_ASM
-    if (d == rows_d8 && bk != 0) {
-      rows_dot_2xn_d8(q0, q1, k, ldk, bk, s0, s1);
-      continue;
-    }
+    if (d == rows_d8 && bk != 0) return rows_dot_2xn_d8(q0, q1, k, ldk, bk, s0, s1);
 #endif
     const float* kj = k;
     std::size_t j = bk;
@@ -374,28 +368,36 @@ void rows_dot_scalar(const float* q, std::size_t ldq, std::size_t nr, std::size_
       *s1++ = acc1;  // s1 is s0 for a last single row: acc0 (the same sum) lands last
       *s0++ = acc0;
     }
-  }
+  });
 }
 
 namespace {
+
+// The asm loops over scores two at a time: %[pairs] = n / 2 passes of label 1 (none: straight to 2), then for n odd
+// the last score in s0 (even: on to label 3, past it).
+// clang-format off
+#define MICROATTN_PAIRS_HEAD \
+  "lsrs %[pairs], %[n], #1\n\t" \
+  "beq 2f\n" \
+  "1:\n\t"
+#define MICROATTN_PAIRS_TAIL \
+  "subs %[pairs], %[pairs], #1\n\t" \
+  "bne 1b\n" \
+  "2:\n\t" \
+  "lsls %[pairs], %[n], #31\n\t" \
+  "beq 3f\n\t" \
+  "vldr s0, [%[s]]\n\t"
+// clang-format on
 
 // mb = max(mb, s[0..n)); a NaN is passed over (it shows in its own 2^(s − m)). VMAXNM on FPv5 (the only M-profile
 // FPU with double precision): what the comparison below does, one instruction instead of three; two scores a loop.
 MICROATTN_SCALAR_INLINE float rows_max(const float* s, std::size_t n, float mb) noexcept {
 #if MICROATTN_ROWS_ASM && (__ARM_FP & 8)
   std::size_t pairs;
-  asm("lsrs %[pairs], %[n], #1\n\t"
-      "beq 2f\n"
-      "1:\n\t"
+  asm(MICROATTN_PAIRS_HEAD
       "vldmia %[s]!, {s0-s1}\n\t"
       "vmaxnm.f32 %[mb], %[mb], s0\n\t"
-      "vmaxnm.f32 %[mb], %[mb], s1\n\t"
-      "subs %[pairs], %[pairs], #1\n\t"
-      "bne 1b\n"
-      "2:\n\t"
-      "lsls %[pairs], %[n], #31\n\t"  // n odd: one more
-      "beq 3f\n\t"
-      "vldr s0, [%[s]]\n\t"
+      "vmaxnm.f32 %[mb], %[mb], s1\n\t" MICROATTN_PAIRS_TAIL
       "vmaxnm.f32 %[mb], %[mb], s0\n"
       "3:"
       : [mb] "+t"(mb), [s] "+r"(s), [pairs] "=&r"(pairs)
@@ -431,9 +433,7 @@ MICROATTN_SCALAR_INLINE float rows_exp2_sum(float* s, std::size_t n, float m) no
   // clang-format on
   std::uint32_t e0, e1;
   std::size_t pairs;
-  asm("lsrs %[pairs], %[n], #1\n\t"
-      "beq 2f\n"
-      "1:\n\t"
+  asm(MICROATTN_PAIRS_HEAD
       "vldmia %[s], {s0-s1}\n\t"
       "vsub.f32 s0, s0, %[m]\n\t"
       "vsub.f32 s1, s1, %[m]\n\t"
@@ -467,12 +467,7 @@ MICROATTN_SCALAR_INLINE float rows_exp2_sum(float* s, std::size_t n, float m) no
       "vadd.f32 %[sum], %[sum], s14\n\t"
       "vadd.f32 %[sum], %[sum], s15\n\t"
       "vstmia %[s]!, {s14-s15}\n\t"
-      "subs %[pairs], %[pairs], #1\n\t"
-      "bne 1b\n"
-      "2:\n\t"
-      "lsls %[pairs], %[n], #31\n\t"  // n odd: one more
-      "beq 3f\n\t"
-      "vldr s0, [%[s]]\n\t"
+      MICROATTN_PAIRS_TAIL
       "vsub.f32 s0, s0, %[m]\n\t"
       MICROATTN_EXP2_CLAMP("s0")
       "vadd.f32 s2, s0, %[magic]\n\t"
@@ -498,6 +493,8 @@ MICROATTN_SCALAR_INLINE float rows_exp2_sum(float* s, std::size_t n, float m) no
       : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "cc",
         "memory");
 #undef MICROATTN_EXP2_CLAMP
+#undef MICROATTN_PAIRS_HEAD
+#undef MICROATTN_PAIRS_TAIL
 #else
   for (std::size_t j = 0; j < n; ++j) {
     s[j] = exp2_nonpositive_float(s[j] - m);

@@ -1,5 +1,5 @@
 // linear()'s Cortex-M4/M7 kernels (Armv7E-M: the DSP extension and a single-precision FPU), the table those
-// targets select; empty elsewhere (Cortex-M55 selects Helium's, linear_helium.cpp, whose f16 kernel is its own).
+// targets select; empty elsewhere (Cortex-M55 selects Helium's, linear/helium.cpp, whose f16 kernel is its own).
 //
 // q8: the chunk's x is first expanded to the halfword pairs SXTB16 makes of a word of four bytes, (x0, x2) and
 // (x1, x3), so that per four weights a row costs one load, two SXTB16 and two SMLAD (int16 × int16 pairs summed
@@ -12,8 +12,8 @@
 // columns a step in asm, each row's eight halves by one VLDM, x by one VLDM for the four rows (2.2 instructions per
 // MAC); word-aligned rows only, so a row that starts 2 mod 4 takes its first column alone, and odd k (rows that
 // alternate in alignment) goes row by row.
-// Quantization as q8_round, without its compares (quantize_armv7em).
-#include "kernels/linear_kernels.hpp"
+// Quantization as q8_round, without its compares (linear_quantize_armv7em).
+#include "kernels/linear.hpp"
 
 #if MICROATTN_LINEAR_ARMV7EM
 
@@ -159,8 +159,8 @@ __attribute__((noinline, optimize("Os"))) float f16_row(const float* x, const st
 
 // Rows [r, r + R) of y for one x row.
 template <int R>
-MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, std::size_t k, const float* bias,
-                                       float* y) noexcept {
+MICROATTN_ARMV7EM_INLINE void f16_row_block(const float* x, const std::uint16_t* w, std::size_t k, const float* bias,
+                                            float* y) noexcept {
   static_assert(R == 1 || R == 4, "f16_row_tiles drives tiles of 4 and 1 rows");
   if (R == 1 || k % 2 != 0) {
     for (std::size_t i = 0; i < R; ++i) y[i] = bias_of(bias, i) + f16_row(x, w + i * k, k);
@@ -182,7 +182,7 @@ MICROATTN_ARMV7EM_INLINE void f16_rows(const float* x, const std::uint16_t* w, s
 __attribute__((optimize("Os"))) void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   f16_row_tiles(a, [w, k = a.k, bias = a.bias](auto rows, const float* x, float* y, std::size_t r) {
-    f16_rows<decltype(rows)::value>(x, w + r * k, k, bias != nullptr ? bias + r : nullptr, y + r);
+    f16_row_block<decltype(rows)::value>(x, w + r * k, k, bias != nullptr ? bias + r : nullptr, y + r);
   });
 }
 
@@ -194,7 +194,7 @@ namespace {
 // of |x|): compare, and keep b << 1 where it is larger.
 #define MICROATTN_ARMV7EM_MAX(r) "cmp %[m], " r ", lsl #1\n\tit lo\n\tlsllo %[m], " r ", #1\n\t"
 
-std::uint32_t absmax_bits_armv7em(const float* x, std::size_t n) noexcept {
+std::uint32_t linear_absmax_bits_armv7em(const float* x, std::size_t n) noexcept {
   std::uint32_t m = 0;
   const float* p = x;
   for (std::size_t i = n / 8; i != 0; --i)
@@ -214,7 +214,7 @@ std::uint32_t absmax_bits_armv7em(const float* x, std::size_t n) noexcept {
 // round-half-away(x / s), four at a time. FPv5 (Cortex-M7 with double precision) rounds so itself (VCVTA); FPv4
 // converts 2t to fixed point with one fraction bit, T = trunc(2t) (2t is exact: |t| <= 127 and a hair), and then
 // round-half-away(t) = T − trunc(t) = T − trunc(T / 2), two integer instructions.
-void quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+void linear_quantize_armv7em(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
 #if defined(__ARM_FP) && (__ARM_FP & 8)
 #define MICROATTN_ARMV7EM_ROUND(r) "vcvta.s32.f32 " r ", " r "\n\t"
 #else
@@ -413,7 +413,7 @@ void q8_scale_rows(const std::int32_t* sums, const float* sw, std::size_t st, co
   }
   const auto sum = [&sums](std::size_t i) noexcept {  // sums as advanced by the asm
     std::int32_t s;
-    std::memcpy(&s, sums + i, sizeof s);  // sums may be y's floats (q8_rows)
+    std::memcpy(&s, sums + i, sizeof s);  // sums may be y's floats (q8_row_block)
     return static_cast<float>(s);
   };
   if (fused) {
@@ -459,8 +459,9 @@ void q8_scale_rows(const std::int32_t* sums, const float* sw, std::size_t st, co
 // y = fma(sum·sw, sx, base); else per row f = Σ_s (sum·sw)·sx (`main` == seg: every segment through q8_pairs) or
 // f = Σ_s fma(sum·sw, sx, f) (the others), then y = base + f. Where y starts from the bias, the direct case needs
 // no block: y itself holds the sums until they are scaled.
-__attribute__((optimize("Os"))) void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch,
-                                             const std::uint32_t* xx, std::size_t main) noexcept {
+__attribute__((optimize("Os"))) void q8_row_block(const std::int8_t* w, std::size_t ldw, std::size_t n,
+                                                  const Q8Chunk& ch, const std::uint32_t* xx,
+                                                  std::size_t main) noexcept {
   static constexpr float zeros[4] = {};
   const std::size_t seg = ch.seg, segs = ch.len / seg, words = seg / 4 * 2, st = ch.sw_stride;
   const std::size_t rps = ch.rows_per_scale;
@@ -503,8 +504,8 @@ __attribute__((optimize("Os"))) void q8_rows(const std::int8_t* w, std::size_t l
   }
 }
 
-__attribute__((optimize("Os"))) void q8_chunk_armv7em(const std::int8_t* w, std::size_t ldw, std::size_t n,
-                                                      const Q8Chunk& ch) noexcept {
+__attribute__((optimize("Os"))) void linear_q8_1x2_armv7em(const std::int8_t* w, std::size_t ldw, std::size_t n,
+                                                           const Q8Chunk& ch) noexcept {
   assert(ch.rows == 1);
   const std::size_t seg = ch.seg, segs = ch.len / seg, quads = seg / 4;
   // x as SXTB16 pairs, segment after segment (each segment's last seg % 4 columns stay in ch.q).
@@ -543,7 +544,7 @@ __attribute__((optimize("Os"))) void q8_chunk_armv7em(const std::int8_t* w, std:
   }
   // LDRD needs every row's segments word-aligned.
   const bool aligned = (reinterpret_cast<std::uintptr_t>(w) | ldw | (segs > 1 ? seg : 0)) % 4 == 0;
-  q8_rows(w, ldw, n, ch, xx, aligned ? seg / 16 * 16 : 0);
+  q8_row_block(w, ldw, n, ch, xx, aligned ? seg / 16 * 16 : 0);
 }
 
 constexpr LinearKernels table{"armv7em",
@@ -552,20 +553,17 @@ constexpr LinearKernels table{"armv7em",
                               "linear_q8_1x2_armv7em",
                               linear_f32_gemm,
                               linear_f16_1x4_armv7em,
-                              q8_chunk_armv7em,
+                              linear_q8_1x2_armv7em,
                               1,
-                              absmax_bits_armv7em,
-                              quantize_armv7em};
+                              linear_absmax_bits_armv7em,
+                              linear_quantize_armv7em};
 
-// linear()'s q8 entry point's table: without the f16 kernel, which a firmware then links only if it calls linear()
-// with f16 weights.
-constexpr LinearKernels q8_table{"armv7em", "linear_f32_gemm_armv7em", "", "linear_q8_1x2_armv7em", linear_f32_gemm,
-                                 nullptr,   q8_chunk_armv7em,          1,  absmax_bits_armv7em,     quantize_armv7em};
+constexpr LinearKernels q8_table = linear_q8_only(table);
 
 }  // namespace
 
-const LinearKernels& armv7em_linear_kernels() noexcept { return table; }
-const LinearKernels& armv7em_linear_q8_kernels() noexcept { return q8_table; }
+const LinearKernels* vector_linear_kernels() noexcept { return &table; }
+const LinearKernels& vector_linear_q8_kernels() noexcept { return q8_table; }
 
 }  // namespace detail
 }  // namespace microattn

@@ -5,12 +5,12 @@
 // The kernel families, in this order: each uses what the ones before it define, and the translation unit stays
 // the one file it was (the same definitions in the same order, so GCC inlines as before).
 // clang-format off
-#include "kernels/simd/common.hpp"
-#include "kernels/simd/exp_softmax.hpp"
-#include "kernels/simd/gemm.hpp"
-#include "kernels/simd/attention_tiles.hpp"
-#include "kernels/simd/rows.hpp"
-#include "kernels/simd/rows_neon.hpp"
+#include "kernels/attention/simd_common.hpp"
+#include "kernels/exp/simd.hpp"
+#include "kernels/attention/simd_gemm.hpp"
+#include "kernels/attention/simd_tiles.hpp"
+#include "kernels/attention/simd_rows.hpp"
+#include "kernels/attention/simd_rows_neon.hpp"
 // clang-format on
 
 namespace microattn {
@@ -57,7 +57,7 @@ constexpr auto table_rows_axpy = &rows_axpy_simd;
 // AArch32 Advanced SIMD has no subnormals: it flushes them to zero whatever FPSCR says.
 constexpr bool flushes_subnormals = XSIMD_WITH_NEON && !XSIMD_WITH_NEON64;
 
-const Kernels simd_table{arch::name(),
+const Kernels simd_table{MICROATTN_SIMD_ARCH,
                          lanes,
                          MICROATTN_GEMM_NAME,
                          flushes_subnormals,
@@ -77,7 +77,8 @@ const Kernels simd_table{arch::name(),
 
 }  // namespace
 
-const Kernels* simd_kernels() noexcept { return &simd_table; }
+const Kernels* vector_kernels() noexcept { return &simd_table; }
+const char* simd_arch_name() noexcept { return arch::name(); }
 
 }  // namespace detail
 }  // namespace microattn

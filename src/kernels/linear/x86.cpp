@@ -8,9 +8,9 @@
 // weight, −128 included (the sign goes to x, which is at most 127 in magnitude). Each group's lanes are scaled in
 // float, lane by lane, and reduced once per output and chunk; where every weight row is one group of 64 (AVX-512
 // VNNI), each row's lanes are reduced as integers and scaled once.
-#include "kernels/linear_kernels.hpp"
+#include "kernels/linear.hpp"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if MICROATTN_LINEAR_X86
 #include "kernels/avx512_warnings.hpp"
 
 #include <immintrin.h>
@@ -19,7 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define MICROATTN_LINEAR_AVX512 1
@@ -91,6 +91,18 @@ inline void lane_sums(const __m256* v, float* out) noexcept {
         _mm256_add_ps(_mm256_shuffle_ps(u[2 * q], u[2 * q + 1], 0x44), _mm256_shuffle_ps(u[2 * q], u[2 * q + 1], 0xee));
   _mm256_storeu_ps(out,
                    _mm256_add_ps(_mm256_permute2f128_ps(t[0], t[1], 0x20), _mm256_permute2f128_ps(t[0], t[1], 0x31)));
+}
+
+// A q8 tile's end: the lane sums of its MR × NR accumulators (row-major, one vector each) added to y's rows from i0,
+// columns from r0, starting from the bias (or 0) on the chunk's first pass.
+template <int MR, int NR, class V>
+inline void q8_tile_store(const V* f, const Q8Chunk& ch, std::size_t i0, std::size_t r0) noexcept {
+  alignas(sizeof(V)) float sums[sizeof(V) / sizeof(float)];
+  lane_sums<MR * NR>(f, sums);
+  for (int i = 0; i < MR; ++i) {
+    float* y = ch.y + (i0 + i) * ch.ldy + r0;
+    for (int j = 0; j < NR; ++j) y[j] = (ch.first ? bias_of(ch.bias, r0 + j) : y[j]) + sums[i * NR + j];
+  }
 }
 
 // ---- f16 ------------------------------------------------------------------------------------------------------
@@ -191,7 +203,7 @@ void f16_tile(const float* x, std::size_t ldx, const std::uint16_t* w, std::size
 
 // One tile of MR x rows over all weight rows: NR at a time, the rest one by one.
 template <int MR, int NR, bool Sequential = false>
-void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
+void f16_row_block(const LinearArgs& a, std::size_t i0) noexcept {
   const F16Rows t(a, i0);
   tile_rows<NR>(a.n, [&](std::size_t r, auto nr, auto prefetch) {
     f16_tile<MR, decltype(nr)::value, decltype(prefetch)::value && !Sequential, Sequential>(
@@ -205,22 +217,22 @@ void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
 // Measured, not derived.
 constexpr std::size_t f16_sequential_bytes = std::size_t{4} << 20;
 
-void f16_x86(const LinearArgs& a) noexcept {
+void linear_f16_rx4_x86(const LinearArgs& a) noexcept {
   std::size_t i = 0;
 #if MICROATTN_LINEAR_AVX512
-  for (; i + 8 <= a.m; i += 8) f16_rows<8, 2>(a, i);
-  for (; i + 4 <= a.m; i += 4) f16_rows<4, 4>(a, i);
+  for (; i + 8 <= a.m; i += 8) f16_row_block<8, 2>(a, i);
+  for (; i + 4 <= a.m; i += 4) f16_row_block<4, 4>(a, i);
   if (a.m - i == 3) {
-    f16_rows<3, 4>(a, i);
+    f16_row_block<3, 4>(a, i);
     return;
   }
 #endif
-  for (; i + 2 <= a.m; i += 2) f16_rows<2, 4>(a, i);
+  for (; i + 2 <= a.m; i += 2) f16_row_block<2, 4>(a, i);
   if (i < a.m) {
     if (a.n * a.k >= f16_sequential_bytes / sizeof(std::uint16_t))
-      f16_rows<1, 8, true>(a, i);
+      f16_row_block<1, 8, true>(a, i);
     else
-      f16_rows<1, 8>(a, i);
+      f16_row_block<1, 8>(a, i);
   }
 }
 
@@ -228,7 +240,7 @@ void f16_x86(const LinearArgs& a) noexcept {
 
 // Largest |x| as float bits: an unsigned integer max of the bits with the sign cleared (NaN above inf above
 // every finite value).
-std::uint32_t absmax_bits_x86(const float* x, std::size_t n) noexcept {
+std::uint32_t linear_absmax_bits_x86(const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
   std::uint32_t m = 0;
 #if MICROATTN_LINEAR_AVX512
@@ -256,7 +268,7 @@ std::uint32_t absmax_bits_x86(const float* x, std::size_t n) noexcept {
 
 // q = round-half-away-from-zero(x / s), as q8_round: the same division, truncation and correction by ±1 where
 // the discarded fraction is at least ½, so every table quantizes x to the same bytes.
-void quantize_x86(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+void linear_quantize_x86(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   std::size_t i = 0;
 #if MICROATTN_LINEAR_AVX512
   const __m512 sv = _mm512_set1_ps(s), half = _mm512_set1_ps(0.5f), minus_half = _mm512_set1_ps(-0.5f);
@@ -362,12 +374,7 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
       }
     }
   }
-  alignas(64) float sums[16];
-  lane_sums<MR * NR>(&f[0][0], sums);
-  for (int i = 0; i < MR; ++i) {
-    float* y = ch.y + (i0 + i) * ch.ldy + r0;
-    for (int j = 0; j < NR; ++j) y[j] = (ch.first ? bias_of(ch.bias, r0 + j) : y[j]) + sums[i * NR + j];
-  }
+  q8_tile_store<MR, NR>(&f[0][0], ch, i0, r0);
 }
 
 // Groups of 4, 8, 16 or 32 bytes (seg divides 64 and is a multiple of a lane's 4 bytes): one vector holds 64 / seg
@@ -418,12 +425,7 @@ void q8_tile_packed(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, co
   std::size_t g0 = 0;
   for (std::size_t v = 0; v < full; ++v, g0 += groups_per_vector) step(v, g0, 0, all_groups, false);
   if (rem != 0) step(full, g0, ~__mmask64{0} >> (64 - rem), static_cast<__mmask16>((1u << (rem / seg)) - 1), true);
-  alignas(64) float sums[16];
-  lane_sums<MR * NR>(&f[0][0], sums);
-  for (int i = 0; i < MR; ++i) {
-    float* y = ch.y + (i0 + i) * ch.ldy + r0;
-    for (int j = 0; j < NR; ++j) y[j] = (ch.first ? bias_of(ch.bias, r0 + j) : y[j]) + sums[i * NR + j];
-  }
+  q8_tile_store<MR, NR>(&f[0][0], ch, i0, r0);
 }
 
 template <int MR, int NR, bool OneGroup>
@@ -594,12 +596,7 @@ void q8_tile(const std::int8_t* w, std::size_t ldw, const Q8Chunk& ch, std::size
         f[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][j]), swv), _mm256_set1_ps(sx[i][s]), f[i][j]);
     }
   }
-  alignas(32) float sums[8];
-  lane_sums<MR * NR>(&f[0][0], sums);
-  for (int i = 0; i < MR; ++i) {
-    float* y = ch.y + (i0 + i) * ch.ldy + r0;
-    for (int j = 0; j < NR; ++j) y[j] = (ch.first ? bias_of(ch.bias, r0 + j) : y[j]) + sums[i * NR + j];
-  }
+  q8_tile_store<MR, NR>(&f[0][0], ch, i0, r0);
 }
 
 // Segments of whole vectors (seg % 32 == 0: groups of 32, 64, …, one scale per row, or one piece of a longer
@@ -671,12 +668,7 @@ void q8_tile_vectors(const std::int8_t* wt, std::size_t ldw, const Q8Chunk& ch, 
   }
   if (!OneVector)
     for (int p = 0; p < P; ++p) f[p] = _mm256_load_ps(fm[OneVector ? 0 : p]);
-  alignas(32) float sums[8];
-  lane_sums<P>(f, sums);
-  for (int i = 0; i < MR; ++i) {
-    float* y = ch.y + (i0 + i) * ch.ldy + r0;
-    for (int j = 0; j < NR; ++j) y[j] = (ch.first ? bias_of(ch.bias, r0 + j) : y[j]) + sums[i * NR + j];
-  }
+  q8_tile_store<MR, NR>(f, ch, i0, r0);
 }
 
 // Weight rows by tiles of NR for the MR x rows from i0; Shared: rows share their scales (a group longer than a row).
@@ -715,14 +707,14 @@ void q8_rows_vectors(const std::int8_t* w, std::size_t ldw, std::size_t n, const
 
 #if !MICROATTN_LINEAR_ZMM_VNNI
 template <int MR, int NR>
-void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
+void q8_row_block(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
   tile_rows<NR>(n, [&](std::size_t r, auto nr, auto prefetch) {
     q8_tile<MR, decltype(nr)::value, decltype(prefetch)::value>(w, ldw, ch, i0, r);
   });
 }
 #endif
 
-void q8_chunk_x86(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+void linear_q8_2x4_x86(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
 #if MICROATTN_LINEAR_ZMM_VNNI
   assert(ch.rows <= 4);
   if (ch.len == 64 && ch.seg == 64 && ch.rows_per_scale == 1 && ch.sw_stride == 1) {
@@ -750,9 +742,9 @@ void q8_chunk_x86(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8
     return;
   }
   if (ch.rows == 2) {
-    q8_rows<2, 2>(w, ldw, n, ch, 0);
+    q8_row_block<2, 2>(w, ldw, n, ch, 0);
   } else {
-    q8_rows<1, 4>(w, ldw, n, ch, 0);
+    q8_row_block<1, 4>(w, ldw, n, ch, 0);
   }
 #endif
 }
@@ -762,25 +754,15 @@ constexpr LinearKernels table{MICROATTN_F16_ARCH,
                               f16_tile_rows == 4 ? "linear_f16_4x4_avx512" : "linear_f16_2x4_avx2",
                               MICROATTN_Q8_NAME,
                               linear_f32_gemm,
-                              f16_x86,
-                              q8_chunk_x86,
+                              linear_f16_rx4_x86,
+                              linear_q8_2x4_x86,
                               MICROATTN_LINEAR_ZMM_VNNI ? 4 : 2,
-                              absmax_bits_x86,
-                              quantize_x86};
+                              linear_absmax_bits_x86,
+                              linear_quantize_x86};
 
 }  // namespace
 
-const LinearKernels* x86_linear_kernels() noexcept { return &table; }
-
-}  // namespace detail
-}  // namespace microattn
-
-#else
-
-namespace microattn {
-namespace detail {
-
-const LinearKernels* x86_linear_kernels() noexcept { return nullptr; }
+const LinearKernels* vector_linear_kernels() noexcept { return &table; }
 
 }  // namespace detail
 }  // namespace microattn

@@ -1,8 +1,8 @@
-// The query-tile primitives of attention (queries in the lanes, layout in kernels.hpp): Q packed and
+// The query-tile primitives of attention (queries in the lanes, layout in kernels/attention.hpp): Q packed and
 // transposed in, scores and P·V on the gemm tiles, the online softmax with its 2^x, the output transposed out.
 #pragma once
 
-#include "kernels/simd/gemm.hpp"
+#include "kernels/attention/simd_gemm.hpp"
 
 namespace microattn {
 namespace detail {
@@ -82,12 +82,12 @@ MICROATTN_TRANSPOSE(vfloat* rows) noexcept {  // 4 × 4
 #define MICROATTN_HAVE_TRANSPOSE 0
 #endif
 
-// --- attention primitives (layout in kernels.hpp) ---------------------------------------------------------
+// --- attention primitives (layout in kernels/attention.hpp) ---------------------------------------------------------
 
 constexpr std::size_t br = attention_block_q;
 static_assert(br % gemm_nr == 0, "attention_block_q must be a multiple of the gemm tile width");
 
-// 2^x for x <= 0 or NaN; algorithm and constants in exp_constants.hpp.
+// 2^x for x <= 0 or NaN; algorithm and constants in exp/constants.hpp.
 #if XSIMD_WITH_AVX512F
 // AVX-512 rounds and scales in one instruction each (vrndscaleps, vscalefps): 10 operations instead of 13.
 // n is taken from the unclamped x, so 2^−inf = 0 and anything below 2^−149 is 0 exactly; r uses x clamped

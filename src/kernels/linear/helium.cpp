@@ -9,7 +9,7 @@
 // Quantization: absmax on the float bits in vectors; x / s rounded by VCVTA (to nearest, ties away from zero:
 // q8_round's rule) through x·(1/s) in vectors where that provably rounds alike, else the scalar FPU's division
 // (MVE has none).
-#include "kernels/linear_kernels.hpp"
+#include "kernels/linear.hpp"
 
 #if MICROATTN_LINEAR_HELIUM
 
@@ -31,7 +31,7 @@ namespace {
 
 // ---- q8 -------------------------------------------------------------------------------------------------------
 
-std::uint32_t absmax_bits_helium(const float* x, std::size_t n) noexcept {
+std::uint32_t linear_absmax_bits_helium(const float* x, std::size_t n) noexcept {
   // The doubled bits (sign shifted out) order |x| as unsigned integers, NaN and inf above every finite value. A
   // tail-predicated loop: the last n % 4 lanes are neither loaded nor compared.
   std::uint32_t m = 0;
@@ -60,7 +60,8 @@ MICROATTN_LINEAR_HELIUM_INLINE std::int8_t quantize_helium_one(float x, float s)
 
 constexpr std::uint32_t quantize_near_half = 0x3efff800u;  // ½ − 2⁻¹⁴ as bits (the distances are non-negative)
 
-// quantize_helium's vectors: returns the largest distance of the last n % 16 products to their integers (as bits).
+// linear_quantize_helium's vectors: returns the largest distance of the last n % 16 products to their integers (as
+// bits).
 MICROATTN_LINEAR_HELIUM_INLINE std::uint32_t quantize_vectors(const float* x, std::size_t n, float s,
                                                               std::int8_t* q) noexcept {
   const float r = 1.0f / s;
@@ -115,7 +116,7 @@ MICROATTN_LINEAR_HELIUM_INLINE std::uint32_t quantize_vectors(const float* x, st
   return d;
 }
 
-void quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+void linear_quantize_helium(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   // In vectors, x·(1/s) rounded by VCVTA stands for the rounding of x / s unless it lies near a half integer:
   // |x / s| <= 127 + 2⁻¹⁷, so the product (two roundings) and the quotient (one) are within 2⁻¹⁵ of each other
   // and round alike when the product's distance to its nearest integer is below ½ − 2⁻¹⁴. The largest distance of
@@ -354,7 +355,7 @@ void quads_x64(const std::int8_t* w0, float* y, std::size_t quads, QuadJob& job,
 // as it is) by adds. The other rows and layouts are done here: a segment's last seg % 16 columns through
 // predicated loads (inactive lanes read nothing and give zeros), and where there are such columns the segments
 // are summed from 0 by fused multiply-adds (as they always were, so that each layout keeps its results).
-void q8_chunk_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+void linear_q8_1x4_helium(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
   assert(ch.rows == 1);
   const std::size_t seg = ch.seg, segs = ch.len / seg, full = seg / 16, rem = seg % 16, st = ch.sw_stride;
   const bool per_row = ch.rows_per_scale == 1, fused = rem != 0;
@@ -532,7 +533,7 @@ void f16_quads_helium(const std::uint16_t* w0, float* y, const float* y_end, con
 }
 
 // Whether none of x_0..x_n−1 (n > 0) is subnormal (vector arithmetic would flush it): as doubled bits u, the
-// smallest u − 1 (which skips zeros) at least FLT_MIN's − 1. A tail-predicated loop, as absmax_bits_helium.
+// smallest u − 1 (which skips zeros) at least FLT_MIN's − 1. A tail-predicated loop, as linear_absmax_bits_helium.
 bool f16_x_plain(const float* x, std::size_t n) noexcept {
   std::uint32_t m = 0xffffffffu;
   asm volatile(
@@ -569,7 +570,7 @@ __attribute__((noinline)) float f16_dot_scalar(const float* x, const std::uint16
 // f16 in vectors when n >= 4 and x has no subnormal element among the columns' whole groups of 8: the quads of
 // rows (the last n % 4 rows in a last quad that overlaps the one before: its rows are computed alike and stored
 // again), then the last k % 8 columns of each row in scalar. Else every row in scalar.
-void linear_f16_helium(const LinearArgs& a) noexcept {
+void linear_f16_1x4_helium(const LinearArgs& a) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::size_t n = a.n, k = a.k, k8 = k & ~static_cast<std::size_t>(7), n4 = n & ~static_cast<std::size_t>(3);
   static const float zeros[4] = {};
@@ -601,21 +602,19 @@ constexpr LinearKernels table{"helium",
                               "linear_f16_1x4_helium",
                               "linear_q8_1x4_helium",
                               linear_f32_gemm,
-                              linear_f16_helium,
-                              q8_chunk_helium,
+                              linear_f16_1x4_helium,
+                              linear_q8_1x4_helium,
                               1,
-                              absmax_bits_helium,
-                              quantize_helium};
+                              linear_absmax_bits_helium,
+                              linear_quantize_helium};
 
-// linear()'s q8 entry point's table: without the f16 kernel (see linear_armv7em.cpp).
-constexpr LinearKernels q8_table{"helium", "linear_f32_gemm_helium", "", "linear_q8_1x4_helium", linear_f32_gemm,
-                                 nullptr,  q8_chunk_helium,          1,  absmax_bits_helium,     quantize_helium};
+constexpr LinearKernels q8_table = linear_q8_only(table);
 
 }  // namespace
 
-const LinearKernels& helium_linear_kernels() noexcept { return table; }
-const LinearKernels& helium_linear_q8_kernels() noexcept { return q8_table; }
-LinearF16Kernel helium_linear_f16() noexcept { return linear_f16_helium; }
+const LinearKernels* vector_linear_kernels() noexcept { return &table; }
+const LinearKernels& vector_linear_q8_kernels() noexcept { return q8_table; }
+LinearF16Kernel vector_linear_f16() noexcept { return linear_f16_1x4_helium; }
 
 }  // namespace detail
 }  // namespace microattn

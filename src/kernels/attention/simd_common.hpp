@@ -10,8 +10,8 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/exp_constants.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/exp/constants.hpp"
 #include "kernels/scalar_math.hpp"
 #include "microattn/config.hpp"
 
@@ -35,7 +35,7 @@ inline vint bits_as_int(vfloat x) noexcept { return xsimd::bitwise_cast<vint>(x)
 inline vfloat bits_as_float(vint x) noexcept { return xsimd::bitwise_cast<vfloat>(x); }
 #endif
 
-// The NEON intrinsics code (gemm.hpp, rows_neon.hpp): always inlined, so that its arrays of registers stay in
+// The NEON intrinsics code (simd_gemm.hpp, simd_rows_neon.hpp): always inlined, so that its arrays of registers stay in
 // registers.
 #if XSIMD_WITH_NEON
 #define MICROATTN_NEON_INLINE inline __attribute__((always_inline))

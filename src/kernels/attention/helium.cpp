@@ -1,6 +1,6 @@
 // Helium (M-profile Vector Extension with floating point, MVE-F) kernels: the vector table of Cortex-M55 and
 // any core with __ARM_FEATURE_MVE & 2, written with arm_mve.h intrinsics. Meson compiles this file instead of
-// no_simd.cpp when the target has MVE-F (xsimd has no Helium backend); elsewhere it is an empty table.
+// no_simd.cpp when the target has MVE-F (xsimd has no Helium backend).
 //
 // Vectors are 4 floats (128 bits) and there are only 8 vector registers (q0–q7), so the register tiles are
 // one vector wide: up to 6 vector accumulators, one vector operand, and the other operand broadcast from a
@@ -8,7 +8,7 @@
 // Column and element tails use tail predication (VCTP): predicated loads read zeros and predicated stores
 // write nothing past the end, so a tail costs one more iteration instead of a scalar loop.
 // The attention tile is attention_block_q = 4 queries: exactly one vector, the lanes of every primitive.
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
 
@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/exp_constants.hpp"
+#include "kernels/exp/constants.hpp"
 #include "kernels/scalar_math.hpp"
 #include "microattn/config.hpp"
 
@@ -223,7 +223,7 @@ MICROATTN_HELIUM_INLINE float32x4_t clamp_below(float32x4_t x, float32x4_t lo_v)
 }
 
 // ---- exp --------------------------------------------------------------------------------------------------
-// The algorithms of scalar_math.hpp (exp_constants.hpp), four lanes at a time, in the same operation order.
+// The algorithms of scalar_math.hpp (exp/constants.hpp), four lanes at a time, in the same operation order.
 // The clamps are compare-and-select, not VMAXNM/VMINNM, so that a NaN passes through as in the scalar code.
 
 // c.c0 + c.c1·r + … + c.c6·r⁶, in the order of scalar_math.hpp's horner6.
@@ -311,7 +311,7 @@ void softmax_row_helium(float* x, std::size_t n) noexcept {
   }
 }
 
-// ---- attention primitives (one vector = the tile's 4 query lanes, see kernels.hpp) ------------------------
+// ---- attention primitives (one vector = the tile's 4 query lanes, see kernels/attention.hpp) ------------------------
 // Scores: keys in rows, the tile's queries in the lanes: s[j] = Σ_p qt[p] · k[j][p], R keys per tile.
 void attn_scores_helium(const float* qt, std::size_t d_k, const float* k, std::size_t ldk, std::size_t bk, float* s,
                         std::size_t nq) noexcept {
@@ -441,9 +441,9 @@ void attn_store_out_helium(const float* ot, const float* l, std::size_t bq, std:
   }
 }
 
-// Designated order of struct Kernels (kernels.hpp): add new members here in the same order.
+// Designated order of struct Kernels (kernels/attention.hpp): add new members here in the same order.
 constexpr Kernels helium_table{
-    /* name */ "helium",
+    /* arch */ "helium",
     /* vector_floats */ lanes,
     /* gemm_name */ "gemm_6x4_helium",
     /* flushes_subnormals */ true,  // MVE floating point flushes subnormal inputs and results (as QEMU runs it)
@@ -465,19 +465,12 @@ constexpr Kernels helium_table{
 
 }  // namespace
 
-const Kernels* simd_kernels() noexcept { return &helium_table; }
+const Kernels* vector_kernels() noexcept { return &helium_table; }
+const char* simd_arch_name() noexcept { return "helium"; }
 
 }  // namespace detail
 }  // namespace microattn
 
-#else  // no MVE-F: no vector table (as no_simd.cpp)
-
-namespace microattn {
-namespace detail {
-
-const Kernels* simd_kernels() noexcept { return nullptr; }
-
-}  // namespace detail
-}  // namespace microattn
-
+#else
+#error "attention/helium.cpp is the table of cores with MVE-F: sources.txt compiles it only for them"
 #endif

@@ -1,11 +1,12 @@
-// The scalar table's attention primitives (Br = attention_block_q lanes, see kernels.hpp): part of scalar.cpp's
-// translation unit, included there alone, where these definitions stood (the same order, so GCC inlines as before).
+// The scalar table's attention primitives (Br = attention_block_q lanes, see kernels/attention.hpp): part of
+// scalar.cpp's translation unit, included there alone, where these definitions stood (the same order, so GCC inlines as
+// before).
 #pragma once
 
 #include <cstddef>
 
-#include "kernels/exp_constants.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/exp/constants.hpp"
 #include "kernels/scalar_math.hpp"
 
 namespace microattn {

@@ -2,7 +2,7 @@
 // the packing of b and the packed loop nest that gemm runs for more than a few rows.
 #pragma once
 
-#include "kernels/simd/common.hpp"
+#include "kernels/attention/simd_common.hpp"
 
 namespace microattn {
 namespace detail {
@@ -17,21 +17,26 @@ namespace {
 
 #if XSIMD_WITH_AVX512F
 constexpr std::size_t gemm_mr = 8, gemm_nv = 2;  // 16 of 32 zmm accumulate, 8×32 tile
+#define MICROATTN_SIMD_ARCH "avx512"
 #define MICROATTN_GEMM_NAME "gemm_8x32_avx512"
 #elif XSIMD_WITH_AVX
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16 ymm, 6×16
+#define MICROATTN_SIMD_ARCH "avx2"
 #define MICROATTN_GEMM_NAME "gemm_6x16_avx2"
 #elif XSIMD_WITH_NEON64
 // NEON tiles (gemm_mrxnr_neon below): MR·NV accumulators, MR vectors of a (four k-steps of a row each, used by
 // lane), one or two vectors of b: 16 + 8 + 2 of 32 registers.
 constexpr std::size_t gemm_mr = 8, gemm_nv = 2;
+#define MICROATTN_SIMD_ARCH "neon64"
 #define MICROATTN_GEMM_NAME "gemm_8x8_neon64"
 #elif XSIMD_WITH_NEON
 // ARMv7: 16 q registers: 8 accumulators + 4 of a + 2 of b (a lane operand must sit in d0–d15, i.e. q0–q7).
 constexpr std::size_t gemm_mr = 4, gemm_nv = 2;
+#define MICROATTN_SIMD_ARCH "neon"
 #define MICROATTN_GEMM_NAME "gemm_4x8_neon"
 #else  // sse2: 16 registers of 4 floats
 constexpr std::size_t gemm_mr = 6, gemm_nv = 2;  // 12 of 16, 6×8
+#define MICROATTN_SIMD_ARCH "sse2"
 #define MICROATTN_GEMM_NAME "gemm_6x8_sse2"
 #endif
 constexpr std::size_t gemm_nr = gemm_nv * lanes;

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "kernels/select.hpp"
+
 namespace microattn {
 namespace detail {
 
@@ -34,7 +36,7 @@ struct GemmArgs {
 // nq rounded up to vector_floats: the driver zero-fills qt there, so those lanes stay finite and unused.
 // A short tile (tiny n_q, or the end of the sequence) thus costs what it holds, not a full Br.
 struct Kernels {
-  const char* name;           // "scalar", "avx512bw", "fma3+avx2", "sse2", "neon64", ...
+  const char* arch;           // by the naming rule of docs/design.md: "scalar", "avx512", "avx2", "sse2", "neon64", ...
   std::size_t vector_floats;  // lanes per vector register (1 for scalar)
   const char* gemm_name;      // micro-kernel by tile and arch, e.g. "gemm_8x32_avx512"
   bool flushes_subnormals;    // ARMv7 Advanced SIMD: subnormal inputs and results are 0 (architectural)
@@ -80,7 +82,7 @@ struct Kernels {
                     std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
 };
 
-// The scalar row kernels and threshold (scalar.cpp), shared with vector tables that have none of their own.
+// The scalar row kernels and threshold (attention/scalar.cpp), shared with vector tables that have none of their own.
 // Up to 3 queries take the few-query path: with the scalar kernels it measured faster than a tile for up to three
 // queries and slower from four (bench_decode_peers BM_few_path; on Cortex-M a tile is 4 queries, which four fill).
 constexpr std::size_t few_query_max_scalar = 3;
@@ -91,17 +93,18 @@ void rows_softmax_scalar(float* s, std::size_t lds, std::size_t nr, std::size_t 
 void rows_axpy_scalar(const float* p, std::size_t ldp, std::size_t nr, std::size_t bk, const float* v, std::size_t ldv,
                       std::size_t d_v, const float* alpha, float* o, std::size_t ldo) noexcept;
 
-// 2^x for x <= 0 or NaN (scalar_math.hpp's exp2_nonpositive_float), out of line (scalar.cpp): for cold callers.
+// 2^x for x <= 0 or NaN (scalar_math.hpp's exp2_nonpositive_float), out of line (attention/scalar.cpp): for cold
+// callers.
 float exp2_nonpositive_call(float x) noexcept;
 
 const Kernels& scalar_kernels() noexcept;
 // nullptr when the build has no xsimd architecture (Cortex-M, -Dsimd=scalar).
-const Kernels* simd_kernels() noexcept;
+const Kernels* vector_kernels() noexcept;
+// What simd_arch() reports: xsimd's name of the architecture the vector table was compiled for ("avx512bw",
+// "fma3+avx2", ...; public since the first release, so not the naming rule's arch), "helium" or "scalar".
+const char* simd_arch_name() noexcept;
 // What the entry points use: the xsimd table when there is one, else the scalar table.
-inline const Kernels& selected_kernels() noexcept {
-  const Kernels* s = simd_kernels();
-  return s != nullptr ? *s : scalar_kernels();
-}
+inline const Kernels& selected_kernels() noexcept { return selected_table(vector_kernels(), scalar_kernels); }
 
 }  // namespace detail
 }  // namespace microattn

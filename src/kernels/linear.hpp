@@ -10,6 +10,7 @@
 #include "formats/bias.hpp"
 #include "formats/f16.hpp"
 #include "formats/q8.hpp"
+#include "kernels/select.hpp"
 #include "microattn/detail/layer_parts.hpp"
 #include "microattn/weights.hpp"
 
@@ -56,7 +57,7 @@ struct Q8Chunk {
 void linear_f32_gemm(const LinearArgs& a) noexcept;
 
 struct LinearKernels {
-  const char* name;  // "scalar", "avx512", "avx2", "neon64", "neon"
+  const char* arch;  // "scalar", "avx512", "avx2", "neon64", "neon", "armv7em", "helium"
   const char* f32_name;
   const char* f16_name;
   const char* q8_name;
@@ -64,7 +65,7 @@ struct LinearKernels {
   void (*f16)(const LinearArgs& a) noexcept;
   // w points at column c0 of row 0 (row stride ldw); n weight rows.
   void (*q8_chunk)(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& c) noexcept;
-  std::size_t q8_rows;  // x rows per q8_chunk call that the kernel takes best (<= linear_q8_rows)
+  std::size_t q8_chunk_rows;  // x rows per q8_chunk call that the kernel takes best (<= linear_q8_rows)
   // Largest |x_i| over i < n as the bits of a float (sign cleared): NaN and ±inf compare above every finite value
   // as integers, so the result tells them apart (>= 0x7f800000) without a floating-point max that drops NaNs.
   std::uint32_t (*absmax_bits)(const float* x, std::size_t n) noexcept;
@@ -72,9 +73,20 @@ struct LinearKernels {
   void (*quantize)(const float* x, std::size_t n, float s, std::int8_t* q) noexcept;
 };
 
-// Cortex-M tables, chosen at compile time so that a firmware links only the one it runs (not the scalar one):
-// Helium where the core has MVE-F (Cortex-M55, linear_helium.cpp), else Armv7E-M's DSP extension and FPU
-// (Cortex-M4/M7, linear_armv7em.cpp).
+// The vector table a build has, from the target's macros: x86 with AVX2, FMA and F16C (linear/x86.cpp), NEON
+// (linear/neon.cpp), and on Cortex-M, chosen at compile time so that a firmware links only the one it runs (not the
+// scalar one), Helium where the core has MVE-F (Cortex-M55, linear/helium.cpp), else Armv7E-M's DSP extension and
+// FPU (Cortex-M4/M7, linear/armv7em.cpp).
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define MICROATTN_LINEAR_X86 1
+#else
+#define MICROATTN_LINEAR_X86 0
+#endif
+#if defined(__ARM_NEON)
+#define MICROATTN_LINEAR_NEON 1
+#else
+#define MICROATTN_LINEAR_NEON 0
+#endif
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
 #define MICROATTN_LINEAR_HELIUM 1
 #else
@@ -88,15 +100,8 @@ struct LinearKernels {
 #endif
 
 const LinearKernels& scalar_linear_kernels() noexcept;
-// nullptr unless the build targets AVX2 + FMA + F16C (linear_x86.cpp), or NEON (linear_neon.cpp).
-const LinearKernels* x86_linear_kernels() noexcept;
-const LinearKernels* neon_linear_kernels() noexcept;
-#if MICROATTN_LINEAR_HELIUM
-const LinearKernels& helium_linear_kernels() noexcept;
-#endif
-#if MICROATTN_LINEAR_ARMV7EM
-const LinearKernels& armv7em_linear_kernels() noexcept;
-#endif
+// The vector table of the build (above); nullptr when it has none.
+const LinearKernels* vector_linear_kernels() noexcept;
 #if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
 // f16 on the scalar FPU's half-precision conversion (VCVTB/VCVTT), 4 weight rows per x row: both Cortex-M tables.
 void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept;
@@ -106,16 +111,22 @@ void linear_f16_1x4_armv7em(const LinearArgs& a) noexcept;
 // only the formats it calls linear() with; elsewhere the run-time table.
 using LinearF16Kernel = void (*)(const LinearArgs& a) noexcept;
 #if MICROATTN_LINEAR_HELIUM
-LinearF16Kernel helium_linear_f16() noexcept;
-const LinearKernels& helium_linear_q8_kernels() noexcept;
+LinearF16Kernel vector_linear_f16() noexcept;
 #endif
-#if MICROATTN_LINEAR_ARMV7EM
-const LinearKernels& armv7em_linear_q8_kernels() noexcept;
+#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
+const LinearKernels& vector_linear_q8_kernels() noexcept;
+// A table as linear()'s q8 entry point takes it: without the f16 kernel, so that a firmware links that only if it
+// calls linear() with f16 weights.
+constexpr LinearKernels linear_q8_only(LinearKernels t) noexcept {
+  t.f16_name = "";
+  t.f16 = nullptr;
+  return t;
+}
 #endif
 inline const LinearKernels& selected_linear_kernels() noexcept;
 inline LinearF16Kernel selected_linear_f16() noexcept {
 #if MICROATTN_LINEAR_HELIUM
-  return helium_linear_f16();
+  return vector_linear_f16();
 #elif MICROATTN_LINEAR_ARMV7EM
   return linear_f16_1x4_armv7em;
 #else
@@ -123,23 +134,17 @@ inline LinearF16Kernel selected_linear_f16() noexcept {
 #endif
 }
 inline const LinearKernels& selected_linear_q8_kernels() noexcept {
-#if MICROATTN_LINEAR_HELIUM
-  return helium_linear_q8_kernels();
-#elif MICROATTN_LINEAR_ARMV7EM
-  return armv7em_linear_q8_kernels();
+#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
+  return vector_linear_q8_kernels();
 #else
   return selected_linear_kernels();
 #endif
 }
 inline const LinearKernels& selected_linear_kernels() noexcept {
-#if MICROATTN_LINEAR_HELIUM
-  return helium_linear_kernels();
-#elif MICROATTN_LINEAR_ARMV7EM
-  return armv7em_linear_kernels();
+#if MICROATTN_LINEAR_ARMV7EM || MICROATTN_LINEAR_HELIUM
+  return *vector_linear_kernels();  // never null there: no test, and no reference to the scalar table
 #else
-  if (const LinearKernels* t = x86_linear_kernels()) return *t;
-  if (const LinearKernels* t = neon_linear_kernels()) return *t;
-  return scalar_linear_kernels();
+  return selected_table(vector_linear_kernels(), scalar_linear_kernels);
 #endif
 }
 

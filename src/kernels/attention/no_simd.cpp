@@ -1,10 +1,11 @@
 // Builds without an xsimd architecture (Cortex-M, -Dsimd=scalar): there is no vector kernel table.
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 
 namespace microattn {
 namespace detail {
 
-const Kernels* simd_kernels() noexcept { return nullptr; }
+const Kernels* vector_kernels() noexcept { return nullptr; }
+const char* simd_arch_name() noexcept { return "scalar"; }
 
 }  // namespace detail
 }  // namespace microattn

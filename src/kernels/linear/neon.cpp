@@ -7,16 +7,16 @@
 // bytes, eight int16 pairs of products (each pair at most 2·128·127 = 32512: no overflow, −128 included) accumulated
 // into int32 lanes, or one sdot; each group's lanes are scaled in float, lane by lane, and reduced once per output and
 // chunk.
-#include "kernels/linear_kernels.hpp"
+#include "kernels/linear.hpp"
 
-#if defined(__ARM_NEON)
+#if MICROATTN_LINEAR_NEON
 #include <arm_neon.h>
 
 #include <cassert>
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/kernels.hpp"
+#include "kernels/attention.hpp"
 
 namespace microattn {
 namespace detail {
@@ -181,7 +181,7 @@ void f16_1x4(const float* x, const std::uint16_t* w, std::size_t k, const float*
 }
 
 template <int MR, int NR>
-void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
+void f16_row_block(const LinearArgs& a, std::size_t i0) noexcept {
   const F16Rows t(a, i0);
   std::size_t r = 0;
   if constexpr (MR == 1 && NR == 4) {
@@ -192,11 +192,11 @@ void f16_rows(const LinearArgs& a, std::size_t i0) noexcept {
 }
 
 #if defined(__aarch64__)
-void f16_neon(const LinearArgs& a) noexcept {
+void linear_f16_rx4_neon(const LinearArgs& a) noexcept {
   std::size_t i = 0;
-  for (; i + 4 <= a.m; i += 4) f16_rows<4, 4>(a, i);  // 16 accumulators, 8 of x, 2 of w: 26 of 32 registers
-  for (; i + 2 <= a.m; i += 2) f16_rows<2, 4>(a, i);
-  if (i < a.m) f16_rows<1, 4>(a, i);
+  for (; i + 4 <= a.m; i += 4) f16_row_block<4, 4>(a, i);  // 16 accumulators, 8 of x, 2 of w: 26 of 32 registers
+  for (; i + 2 <= a.m; i += 2) f16_row_block<2, 4>(a, i);
+  if (i < a.m) f16_row_block<1, 4>(a, i);
 }
 #else
 // Whether x_0..x_k−1 hold no subnormal, which ARMv7's Advanced SIMD flushes by architecture: as doubled bits u, the
@@ -237,7 +237,7 @@ bool x_row_plain(const float* x, std::size_t k) noexcept {
 
 // Rows of x in pairs (8 accumulators + 4 of x + 2 of w: 14 of ARMv7's 16 quad registers); a row with a subnormal
 // element through the scalar kernel, whose VFP arithmetic keeps subnormals (FPSCR.FZ is 0), each row checked once.
-void f16_neon(const LinearArgs& a) noexcept {
+void linear_f16_rx4_neon(const LinearArgs& a) noexcept {
   const auto plain = [&](std::size_t i) noexcept { return i < a.m && x_row_plain(a.x + i * a.ldx, a.k); };
   bool plain_i = plain(0);
   for (std::size_t i = 0; i < a.m;) {
@@ -249,11 +249,11 @@ void f16_neon(const LinearArgs& a) noexcept {
       scalar_linear_kernels().f16(row);
       plain_i = plain(++i);
     } else if (plain(i + 1)) {
-      f16_rows<2, 4>(a, i);
+      f16_row_block<2, 4>(a, i);
       i += 2;
       plain_i = plain(i);
     } else {
-      f16_rows<1, 4>(a, i);
+      f16_row_block<1, 4>(a, i);
       plain_i = false;  // row i + 1 (if any) has a subnormal
       ++i;
     }
@@ -267,13 +267,13 @@ void f16_neon(const LinearArgs& a) noexcept {
 #endif
 #else
 // No half-precision conversion in this FPU: the scalar kernel.
-void f16_neon(const LinearArgs& a) noexcept { scalar_linear_kernels().f16(a); }
+void linear_f16_rx4_neon(const LinearArgs& a) noexcept { scalar_linear_kernels().f16(a); }
 #define MICROATTN_F16_NAME "linear_f16_1x4_scalar"
 #endif
 
 // ---- q8 -------------------------------------------------------------------------------------------------------
 
-std::uint32_t absmax_bits_neon(const float* x, std::size_t n) noexcept {
+std::uint32_t linear_absmax_bits_neon(const float* x, std::size_t n) noexcept {
   const uint32x4_t abs_mask = vdupq_n_u32(0x7fffffffu);
   uint32x4_t v = vdupq_n_u32(0);
   std::size_t i = 0;
@@ -285,7 +285,7 @@ std::uint32_t absmax_bits_neon(const float* x, std::size_t n) noexcept {
 #if defined(__aarch64__)
 // q = round-half-away-from-zero(x / s) as q8_round: the same division, truncation and ±1 where the discarded
 // fraction is at least ½ (the comparisons give all-ones lanes, −1 as integers).
-void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+void linear_quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   const float32x4_t sv = vdupq_n_f32(s), half = vdupq_n_f32(0.5f), minus_half = vdupq_n_f32(-0.5f);
   const auto one = [&](const float* p) noexcept {
     const float32x4_t t = vdivq_f32(vld1q_f32(p), sv);
@@ -304,7 +304,7 @@ void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexc
 }
 #else
 // ARMv7 NEON has no vector division (and its reciprocal estimate would round differently from runq.c): scalar.
-void quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
+void linear_quantize_neon(const float* x, std::size_t n, float s, std::int8_t* q) noexcept {
   for (std::size_t i = 0; i < n; ++i) q[i] = q8_round(x[i], s);
 }
 #endif
@@ -435,7 +435,7 @@ __attribute__((noinline)) void q8_1x4(const std::int8_t* w, std::size_t ldw, con
 }
 
 template <int MR, int NR>
-void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
+void q8_row_block(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch, std::size_t i0) noexcept {
   std::size_t r = 0;
   if constexpr (MR == 1 && NR == 4) {
     if (i0 == 0) {
@@ -447,21 +447,21 @@ void q8_rows(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk
   for (; r < n; ++r) q8_tile<MR, 1>(w, ldw, ch, i0, r);
 }
 
-void q8_chunk_neon(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
+void linear_q8_2xc_neon(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& ch) noexcept {
   assert(ch.rows <= 2);
 #if defined(__aarch64__)
   // 8 int and 8 float accumulators, 2 of x: 21 of 32 registers.
   if (ch.rows == 2) {
-    q8_rows<2, 4>(w, ldw, n, ch, 0);
+    q8_row_block<2, 4>(w, ldw, n, ch, 0);
   } else {
-    q8_rows<1, 4>(w, ldw, n, ch, 0);
+    q8_row_block<1, 4>(w, ldw, n, ch, 0);
   }
 #else
   // 16 quad registers: 4 + 4 accumulators at 2 × 2.
   if (ch.rows == 2) {
-    q8_rows<2, 2>(w, ldw, n, ch, 0);
+    q8_row_block<2, 2>(w, ldw, n, ch, 0);
   } else {
-    q8_rows<1, 4>(w, ldw, n, ch, 0);
+    q8_row_block<1, 4>(w, ldw, n, ch, 0);
   }
 #endif
 }
@@ -478,25 +478,15 @@ void q8_chunk_neon(const std::int8_t* w, std::size_t ldw, std::size_t n, const Q
 #define MICROATTN_NEON_ARCH "neon"
 #endif
 
-constexpr LinearKernels table{MICROATTN_NEON_ARCH, "linear_f32_gemm_" MICROATTN_NEON_ARCH,
-                              MICROATTN_F16_NAME,  MICROATTN_Q8_NAME,
-                              linear_f32_gemm,     f16_neon,
-                              q8_chunk_neon,       2,
-                              absmax_bits_neon,    quantize_neon};
+constexpr LinearKernels table{MICROATTN_NEON_ARCH,     "linear_f32_gemm_" MICROATTN_NEON_ARCH,
+                              MICROATTN_F16_NAME,      MICROATTN_Q8_NAME,
+                              linear_f32_gemm,         linear_f16_rx4_neon,
+                              linear_q8_2xc_neon,      2,
+                              linear_absmax_bits_neon, linear_quantize_neon};
 
 }  // namespace
 
-const LinearKernels* neon_linear_kernels() noexcept { return &table; }
-
-}  // namespace detail
-}  // namespace microattn
-
-#else
-
-namespace microattn {
-namespace detail {
-
-const LinearKernels* neon_linear_kernels() noexcept { return nullptr; }
+const LinearKernels* vector_linear_kernels() noexcept { return &table; }
 
 }  // namespace detail
 }  // namespace microattn

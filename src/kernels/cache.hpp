@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/select.hpp"
+
 // The vector table a build has (kernels/cache/x86.cpp, neon.cpp), from the target's macros.
 #if defined(__AVX2__) && defined(__F16C__)
 #define MICROATTN_CACHE_X86 1
@@ -24,10 +26,11 @@ namespace detail {
 // dst (rows × cols, dense) = the stored rows src[r·ld …], converted exactly: binary16 → float for f16,
 // fl(scales[r·scale_stride] · q) for q8 (one rounding, the same in every table).
 struct CacheKernels {
-  const char* name;  // "scalar", "avx512", "avx2", "neon"
-  void (*f16_rows)(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols, float* dst) noexcept;
-  void (*q8_rows)(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
-                  std::size_t scale_stride, float* dst) noexcept;
+  const char* arch;  // "scalar", "avx512", "avx2", "neon64"
+  void (*f16_convert)(const std::uint16_t* src, std::size_t ld, std::size_t rows, std::size_t cols,
+                      float* dst) noexcept;
+  void (*q8_convert)(const std::int8_t* src, std::size_t ld, std::size_t rows, std::size_t cols, const float* scales,
+                     std::size_t scale_stride, float* dst) noexcept;
   // The attention's two products straight from the stored rows, each row read once for all nr query rows, on the
   // values the converters give (k̂, v̂: the same floats), in fp32:
   //   *_rows_dot:  s[r·lds + j] = Σ_p q[r·ldq + p]·k̂[j][p] for r < nr, j < bk, p < d (as Kernels::rows_dot);
@@ -50,8 +53,7 @@ const CacheKernels& scalar_cache_kernels() noexcept;
 // nullptr unless the build targets AVX2 + F16C, or NEON with its half-precision conversions.
 const CacheKernels* vector_cache_kernels() noexcept;
 inline const CacheKernels& selected_cache_kernels() noexcept {
-  const CacheKernels* t = vector_cache_kernels();
-  return t != nullptr ? *t : scalar_cache_kernels();
+  return selected_table(vector_cache_kernels(), scalar_cache_kernels);
 }
 
 }  // namespace detail

@@ -1,17 +1,18 @@
 // The row kernels (rows_dot, rows_softmax, rows_axpy: head dim in the lanes) in xsimd for every arch, with the
-// kernels measured faster on x86 alone; NEON has its own dot and AXPY kernels (rows_neon.hpp).
+// kernels measured faster on x86 alone; NEON has its own dot and AXPY kernels (simd_rows_neon.hpp).
 #pragma once
 
-#include "kernels/simd/attention_tiles.hpp"
-#include "kernels/simd/exp_softmax.hpp"
+#include "kernels/attention/simd_tiles.hpp"
+#include "kernels/exp/simd.hpp"
 
 namespace microattn {
 namespace detail {
 namespace {
 
-// --- row kernels (layout in kernels.hpp) ----------------------------------------------------------------------
-// Decoding attends one query (or a few) to a long K/V, and a decoding step's projections are matmuls with m = 1.
-// Queries in the lanes would fill one lane per query; here the head dim (or matmul's k) is in the lanes instead.
+// --- row kernels (layout in kernels/attention.hpp)
+// ---------------------------------------------------------------------- Decoding attends one query (or a few) to a
+// long K/V, and a decoding step's projections are matmuls with m = 1. Queries in the lanes would fill one lane per
+// query; here the head dim (or matmul's k) is in the lanes instead.
 
 // Lane i of the result = the sum of the lanes of rows[i]. xsimd 8.1's AVX-512 haddp returns lanes 2–3 and 4–5 of
 // each quarter swapped (found by this kernel's tests), hence a tree of our own there: pairs of rows interleaved
