@@ -255,9 +255,9 @@ void check_gemm(const md::Kernels& t) {
   tile_of(t.gemm_name, mr, nr);
   const std::size_t vf = t.vector_floats;
 #if MICROATTN_TEST_EMULATED
-  const auto ks = around({vf}, {ma::matmul_block_k + 1});
+  const auto ks = around({vf}, {md::matmul_block_k + 1});
 #else
-  const auto ks = around({vf}, {ma::matmul_block_k, ma::matmul_block_k + 1});
+  const auto ks = around({vf}, {md::matmul_block_k, md::matmul_block_k + 1});
 #endif
   std::uint32_t seed = 1;
   // m = 8 and n = 64 in every table's sweep: bench lines of the same size compare tables
@@ -810,7 +810,7 @@ void check_q8_chunk(const md::LinearKernels& t) {
   std::size_t tm, tn;
   tile_of(t.q8_name, tm, tn);
   std::uint32_t seed = 3000;
-  const std::size_t max_rows = t.q8_chunk_rows < ma::linear_q8_rows ? t.q8_chunk_rows : ma::linear_q8_rows;
+  const std::size_t max_rows = t.q8_chunk_rows < md::linear_q8_rows ? t.q8_chunk_rows : md::linear_q8_rows;
   for (bool first : {true, false})
     for (std::size_t rows : around({tm}, {max_rows}, max_rows))
       for (std::size_t n : around({tn, 4}))

@@ -19,6 +19,7 @@
 #include "test_support.hpp"
 
 namespace ma = microattn;
+namespace md = microattn::detail;
 using namespace testing_support;
 using ma::Format;
 using Table = const ma::detail::LinearKernels*;
@@ -339,7 +340,7 @@ TEST_P(LinearKernel, Q8AlignedRowsAcrossKernelBlocks) {
 
 TEST_P(LinearKernel, Q8GroupsLongerThanTheChunk) {
   // A group longer than the quantization buffer: its scale comes from the whole group before its first piece.
-  const std::size_t chunk = ma::linear_q8_chunk_bytes;
+  const std::size_t chunk = md::linear_q8_chunk_bytes;
   const std::size_t g = chunk + chunk / 2 + 4;
   std::uint32_t seed = 2000;
   const std::vector<Layout> layouts = {{2 * g, g, 3},
@@ -352,7 +353,7 @@ TEST_P(LinearKernel, Q8GroupsLongerThanTheChunk) {
 
 TEST_P(LinearKernel, Q8ManyGroupsPerChunk) {
   // More groups than a chunk holds scales for (linear_q8_chunk_groups), and chunks that end inside a row.
-  const std::size_t groups = ma::linear_q8_chunk_groups;
+  const std::size_t groups = md::linear_q8_chunk_groups;
   std::uint32_t seed = 3000;
   for (std::size_t g : {std::size_t{1}, std::size_t{4}, std::size_t{32}})
     for (std::size_t k : {groups * g * 2 + g, groups * g - g})

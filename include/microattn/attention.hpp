@@ -55,10 +55,9 @@ constexpr std::size_t attention_workspace_floats(std::size_t d_k, std::size_t d_
 //    blocks some query of a tile sees are computed: a causal window costs O(n_q·W), not O(n_q·n_kv).
 //    Offsets and windows of any size are exact (no overflow).
 //  - mask: added to the scaled scores; -inf hides a key. Must be n_q × n_kv when given.
-//  - a handful of queries (the few-query path; decoding: n_q up to half a vector, 8 on AVX-512, 3 with the scalar
-//    kernels) run one query per row (dot products with the keys, AXPYs over the rows of v) instead of one per
-//    vector lane, with the same results within the accuracy bound, the same workspace and the same non-finite
-//    rules.
+//  - a handful of queries (decoding; how many, the build's kernels decide: docs/design.md "Kernel names")
+//    run one query per row (dot products with the keys, AXPYs over the rows of v) instead of one per vector lane,
+//    with the same results within the accuracy bound, the same workspace and the same non-finite rules.
 //  - a query whose keys are all hidden (by mask, causal and/or window) gets a row of zeros, never NaN.
 //  - NaN or +inf in a query's scores (from q, k or the mask) at a key it sees makes that query's output row
 //    NaN; mask entries at keys the causal rule or the window hides are never read.

@@ -18,13 +18,10 @@ namespace microattn {
 //                  or a view whose extent overflows the address space
 //   aliasing       c shares an element with a or b
 //
-// Blocking (SIMD builds): b is packed, kc × nc at a time (matmul_block_k × matmul_block_n floats), into a
-// buffer on the stack (12 KiB by default) that stays in L1; rows of a are read in place by an MR×NR
-// register-blocked micro-kernel (see docs/design.md "Register tiles and blocking"). Stack use is at most
-// matmul_stack_bytes (14 KiB), within entry_point_stack_bytes. The scalar build (Cortex-M) packs nothing and
-// uses a few hundred bytes of stack.
+// Stack: at most entry_point_stack_bytes on SIMD builds (b is packed block by block into a buffer on the stack:
+// docs/design.md "Register tiles and blocking"); Cortex-M packs nothing (docs/cortex-m.md "Footprint").
 //
-// Accuracy: each element is a float sum of k products accumulated with FMA in blocks of matmul_block_k;
+// Accuracy: each element is a float sum of k products accumulated with FMA in blocks of the inner dimension;
 // |error| <= 2·(k + 2)·2⁻²⁴·Σ_p|a_ip·b_pj| (the usual dot-product bound, with a factor 2 of margin), the bound
 // the tests check (docs/numerical-contract.md "matmul").
 Status matmul(MatrixView<const float> a, MatrixView<const float> b, MatrixView<float> c,

@@ -75,13 +75,6 @@ struct LayerWeightMatrices {
   const float* out_bias;
 };
 
-// q8 quantizes x on the stack, linear_q8_rows rows × linear_q8_chunk_bytes columns at a time (with at most
-// linear_q8_chunk_groups activation scales per row): linear has no workspace argument. A group longer than the
-// chunk is quantized in pieces, with the scale of the whole group.
-constexpr std::size_t linear_q8_chunk_bytes = target_is_mcu ? 256 : 1024;
-constexpr std::size_t linear_q8_chunk_groups = target_is_mcu ? 16 : 64;
-constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
-
 // y = x·wᵀ + bias (nn.Linear): x is m × w.cols, y is m × w.rows and overwritten, bias is w.rows floats or nullptr.
 //
 // Errors, checked in this order (nothing is written to y):
@@ -106,10 +99,9 @@ constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
 //             fp32 matmul for NaN, ±inf and zeros (a non-finite x never gives a finite row). Scales are meant to be
 //             finite: a non-finite scale makes the rows it covers non-finite.
 //
-// Stack: f32 is matmul's (matmul_stack_bytes, 15.4 KiB measured with linear's frame), f16 under 2 KiB, q8
-// linear_q8_rows·linear_q8_chunk_bytes of quantized x and its scales plus, on AVX-512 VNNI, as much again for
-// per-lane corrections (under 11 KiB measured): all within entry_point_stack_bytes (test SmallStack). Cortex-M: one
-// row of 256 bytes, under 1 KiB in all (scripts/footprint.py).
+// Memory: none but the stack (linear has no workspace argument): q8 quantizes x there a chunk of rows and columns
+// at a time, a group longer than the chunk in pieces with the scale of the whole group. Stack: at most
+// entry_point_stack_bytes on SIMD builds, every format; Cortex-M: docs/cortex-m.md "Footprint" ("stack, linear").
 //
 // What a firmware links: linear() is inline and picks the format's entry point, so that where the format is known
 // where it is called (weights_f32(...) at the call, or a constexpr WeightMatrix) only that format's kernels are

@@ -6,9 +6,29 @@
 #include <cstddef>
 
 #include "kernels/select.hpp"
+#include "microattn/config.hpp"
+
+// matmul blocking on SIMD builds: b is packed MATMUL_BLOCK_K × MATMUL_BLOCK_N floats at a time, in a stack buffer
+// (4·K·N bytes: 12 KiB by default, one 32-wide panel of AVX-512, two of AVX2), which stays in L1 while every row of
+// a streams past it; bounded so that matmul fits entry_point_stack_bytes. The scalar build packs nothing. Tuning of
+// the library's build alone (-D on its compilation): no figure of the public headers depends on it.
+#ifndef MICROATTN_MATMUL_BLOCK_K
+#define MICROATTN_MATMUL_BLOCK_K 96
+#endif
+#ifndef MICROATTN_MATMUL_BLOCK_N
+#define MICROATTN_MATMUL_BLOCK_N 32
+#endif
 
 namespace microattn {
 namespace detail {
+
+constexpr std::size_t matmul_block_k = MICROATTN_MATMUL_BLOCK_K;
+constexpr std::size_t matmul_block_n = MICROATTN_MATMUL_BLOCK_N;
+// Upper bound of matmul's stack use on SIMD builds: the packed block of b plus the frames (the micro-kernel's
+// ragged-edge tile, up to 8×32 floats, and a few hundred bytes).
+constexpr std::size_t matmul_stack_bytes = matmul_block_k * matmul_block_n * sizeof(float) + 2048;
+static_assert(target_is_mcu || matmul_stack_bytes <= entry_point_stack_bytes - 2048,
+              "MICROATTN_MATMUL_BLOCK_K·N: the packed block must leave room for the rest of the stack");
 
 // c (m×n, row stride ldc) = a (m×k, lda) · b, where b is k×n (ldb) or, with transpose_b, n×k (ldb).
 // Strides in elements. A one-row operand's stride is its column count (matmul() passes that whatever the view

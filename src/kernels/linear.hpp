@@ -17,6 +17,13 @@
 namespace microattn {
 namespace detail {
 
+// q8 quantizes x on the stack, linear_q8_rows rows × linear_q8_chunk_bytes columns at a time (with at most
+// linear_q8_chunk_groups activation scales per row); a group longer than the chunk in pieces, with the scale of the
+// whole group. Cortex-M: one row of 256 bytes (the stack budgets of docs/cortex-m.md).
+constexpr std::size_t linear_q8_chunk_bytes = target_is_mcu ? 256 : 1024;
+constexpr std::size_t linear_q8_chunk_groups = target_is_mcu ? 16 : 64;
+constexpr std::size_t linear_q8_rows = target_is_mcu ? 1 : 4;
+
 // y (m × n, row stride ldy) = x (m × k, ldx) · wᵀ + bias, w dense n × k in the kernel's format. A one-row view's
 // stride is its column count (as for matmul: kernels step row pointers past the last row).
 struct LinearArgs {
