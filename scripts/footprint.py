@@ -166,7 +166,7 @@ ENTRY_POINTS = [  # name in the table, pattern matched against the demangled fun
     ("attention", r"^microattn::Status microattn::attention\("),
     ("MultiHeadAttention::forward", r"^microattn::Status footprint::call_forward\("),
     ("MultiHeadAttention::append", r"^microattn::Status footprint::call_append\("),
-    ("linear", r"^microattn::Status microattn::detail::linear_q8\("),  # inline linear()'s deepest format
+    ("linear", r"^microattn::Status microattn::detail::linear_entry\(.*\[with F = q8_format\]"),  # inline linear()'s deepest format
 ]
 PROBE_WRAPPER = r"^microattn::Status footprint::{}\("  # the measured out-of-line calls of the probe
 
@@ -371,6 +371,10 @@ def worst_stack(graph, indirect, external, title, path=()):
     if title in path:
         raise ValueError("recursion: " + " -> ".join(graph.name.get(t, t) for t in path + (title,)))
     frames, calls = external
+    if title not in graph.frame and graph.titles(title):
+        # A weak definition (a template's explicit instantiation, an inline function emitted out of line) is titled
+        # 'FILE:symbol' as a file-local one is, and called by its bare symbol from other files: the worst of them.
+        return max(worst_stack(graph, indirect, external, t, path) for t in graph.titles(title))
     if title in graph.frame:
         own, callees = graph.frame[title], set(graph.calls.get(title, ()))
         if "__indirect_call" in callees:
@@ -429,7 +433,7 @@ def stack_report(build, probe):
     library = [o for o in objects if "libmicroattn.a.p" in o]
     readers = address_taken_functions([o for o in library if is_layers(os.path.basename(o))], graph)
     linear_objects = [o for o in library if is_linear(os.path.basename(o))]
-    # The readers' linear() entries (linear_checked and its per-format forms), defined in linear()'s objects.
+    # The readers' linear() entries (linear_checked<F> and linear_checked_mixed), defined in linear()'s objects.
     reader_linear = address_taken_functions([o for o in library if is_layers(os.path.basename(o))], graph,
                                             defined_in=linear_objects)
     indirect = (address_taken_functions([o for o in library if not is_linear(os.path.basename(o))], graph) - readers,

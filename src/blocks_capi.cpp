@@ -245,7 +245,7 @@ microattn_status encoder_call(microattn_encoder_layer* layer, const microattn_cv
                                      ma::layer_scratch_floats(l.model_dim, l.heads),
                                      {ma::Format::f32, nullptr, nullptr, nullptr, nullptr},
                                      &ma::detail::block_attention_f32,
-                                     &ma::detail::linear_checked};
+                                     &ma::detail::linear_checked_mixed};
   return c(ma::detail::encoder_run(parts, w, config, x, y, o));
 }
 
@@ -278,7 +278,7 @@ microattn_status decoder_call(microattn_decoder_layer* layer, ma::detail::LayerO
                                      ma::layer_scratch_floats(l.model_dim, l.heads, f),
                                      ma::detail::cache_in(f, l.cache, l.max_seq, l.kv_heads, l.head_dim),
                                      f32 ? &ma::detail::block_attention_f32 : &ma::detail::block_attention_cache,
-                                     &ma::detail::linear_checked};
+                                     &ma::detail::linear_checked_mixed};
   const ma::Status s = ma::detail::decoder_run(parts, op, w, l.config.rms_norm_eps, x, y, o);
   if (s == ma::Status::ok) {
     l.cached = state.cached;

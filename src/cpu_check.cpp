@@ -29,11 +29,13 @@ struct Feature {
 #define MICROATTN_CPU_ENTRY(name, macro, leaf, subleaf, reg, bit, state) \
   {name, leaf, subleaf, reg_##reg, bit, state_##state},
 #elif MICROATTN_CPU_CHECK_HWCAP
+enum Word : unsigned char { word_hwcap, word_hwcap2 };  // getauxval(AT_HWCAP), getauxval(AT_HWCAP2)
 struct Feature {
   const char* name;
-  unsigned word, bit;  // AT_HWCAP (1) or AT_HWCAP2 (2)
+  Word word;
+  unsigned bit;
 };
-#define MICROATTN_CPU_ENTRY(name, macro, word, bit) {name, word, bit},
+#define MICROATTN_CPU_ENTRY(name, macro, word, bit) {name, word_##word, bit},
 #else
 struct Feature {
   const char* name;
@@ -118,7 +120,7 @@ std::uint64_t cpu_present_features() noexcept {
 #endif
   for (unsigned i = 0; i < feature_count; ++i) {
     const Feature& f = features[i + 1];
-    if (((f.word == 1 ? hwcap : hwcap2) >> f.bit & 1u) != 0) present |= std::uint64_t{1} << i;
+    if (((f.word == word_hwcap ? hwcap : hwcap2) >> f.bit & 1u) != 0) present |= std::uint64_t{1} << i;
   }
 #endif
   return present;

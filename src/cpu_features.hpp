@@ -3,10 +3,10 @@
 //
 // MICROATTN_CPU_FEATURES(X) lists the target's features as X(name, macro, where...): name is what cpu_missing()
 // reports, macro the compiler's predefined macro for it, where the run-time test (x86: CPUID leaf, subleaf, register,
-// bit and the register state XGETBV must show; ARM Linux: AT_HWCAP word 1 or 2 and bit). Bit i of a feature mask is
-// entry i. The list is read three ways: src/version.cpp, compiled with the library's arch flags, records which
-// macros were on (compiled_cpu_features); src/cpu_check.cpp, compiled without them, tests the CPU; meson.build and
-// CMakeLists.txt expand it under the arch flags for the installed simd_features variable.
+// bit and the register state XGETBV must show; ARM Linux: the auxiliary vector's word, hwcap or hwcap2, and bit).
+// Bit i of a feature mask is entry i. The list is read three ways: src/version.cpp, compiled with the library's arch
+// flags, records which macros were on (compiled_cpu_features); src/cpu_check.cpp, compiled without them, tests the
+// CPU; meson.build and CMakeLists.txt expand it under the arch flags for the installed simd_features variable.
 //
 // Listed: the features that let the compiler generate other instructions from plain C++ (vector and bit
 // manipulation extensions, 16-byte compare-and-swap, ...) and those whose intrinsics the kernels call. Features
@@ -72,33 +72,34 @@
   X("xop", __XOP__, 0x80000001, 0, ecx, 11, ymm)                      \
   X("avx512er", __AVX512ER__, 7, 0, ebx, 27, zmm)                     \
   X("avx512pf", __AVX512PF__, 7, 0, ebx, 26, zmm)
-#elif defined(__aarch64__) && defined(__linux__)
+#elif (defined(__aarch64__) || defined(__arm__)) && defined(__linux__)
 #define MICROATTN_CPU_CHECK_HWCAP 1
+#if defined(__aarch64__)
 // AArch64's base NEON is architectural (always present); the extensions -march / -mcpu add are not.
-#define MICROATTN_CPU_FEATURES(X)                           \
-  X("asimd", __ARM_NEON, 1, 1)                              \
-  X("crc32", __ARM_FEATURE_CRC32, 1, 7)                     \
-  X("atomics", __ARM_FEATURE_ATOMICS, 1, 8)                 \
-  X("fphp", __ARM_FEATURE_FP16_SCALAR_ARITHMETIC, 1, 9)     \
-  X("asimdhp", __ARM_FEATURE_FP16_VECTOR_ARITHMETIC, 1, 10) \
-  X("asimdrdm", __ARM_FEATURE_QRDMX, 1, 12)                 \
-  X("fcma", __ARM_FEATURE_COMPLEX, 1, 14)                   \
-  X("lrcpc", __ARM_FEATURE_RCPC, 1, 15)                     \
-  X("asimddp", __ARM_FEATURE_DOTPROD, 1, 20)                \
-  X("asimdfhm", __ARM_FEATURE_FP16_FML, 1, 23)              \
-  X("sve", __ARM_FEATURE_SVE, 1, 22)                        \
-  X("sve2", __ARM_FEATURE_SVE2, 2, 1)                       \
-  X("frint", __ARM_FEATURE_FRINT, 2, 8)                     \
-  X("i8mm", __ARM_FEATURE_MATMUL_INT8, 2, 13)               \
-  X("bf16", __ARM_FEATURE_BF16_VECTOR_ARITHMETIC, 2, 14)
-#elif defined(__arm__) && defined(__linux__)
-#define MICROATTN_CPU_CHECK_HWCAP 1
+#define MICROATTN_CPU_FEATURES(X)                               \
+  X("asimd", __ARM_NEON, hwcap, 1)                              \
+  X("crc32", __ARM_FEATURE_CRC32, hwcap, 7)                     \
+  X("atomics", __ARM_FEATURE_ATOMICS, hwcap, 8)                 \
+  X("fphp", __ARM_FEATURE_FP16_SCALAR_ARITHMETIC, hwcap, 9)     \
+  X("asimdhp", __ARM_FEATURE_FP16_VECTOR_ARITHMETIC, hwcap, 10) \
+  X("asimdrdm", __ARM_FEATURE_QRDMX, hwcap, 12)                 \
+  X("fcma", __ARM_FEATURE_COMPLEX, hwcap, 14)                   \
+  X("lrcpc", __ARM_FEATURE_RCPC, hwcap, 15)                     \
+  X("asimddp", __ARM_FEATURE_DOTPROD, hwcap, 20)                \
+  X("asimdfhm", __ARM_FEATURE_FP16_FML, hwcap, 23)              \
+  X("sve", __ARM_FEATURE_SVE, hwcap, 22)                        \
+  X("sve2", __ARM_FEATURE_SVE2, hwcap2, 1)                      \
+  X("frint", __ARM_FEATURE_FRINT, hwcap2, 8)                    \
+  X("i8mm", __ARM_FEATURE_MATMUL_INT8, hwcap2, 13)              \
+  X("bf16", __ARM_FEATURE_BF16_VECTOR_ARITHMETIC, hwcap2, 14)
+#else
 // NEON is optional on ARMv7-A (Cortex-A9 without it, Tegra 2): the neon builds need it.
-#define MICROATTN_CPU_FEATURES(X)       \
-  X("neon", __ARM_NEON, 1, 12)          \
-  X("vfpv4", __ARM_FEATURE_FMA, 1, 16)  \
-  X("idiva", __ARM_FEATURE_IDIV, 1, 17) \
-  X("crc32", __ARM_FEATURE_CRC32, 2, 4)
+#define MICROATTN_CPU_FEATURES(X)           \
+  X("neon", __ARM_NEON, hwcap, 12)          \
+  X("vfpv4", __ARM_FEATURE_FMA, hwcap, 16)  \
+  X("idiva", __ARM_FEATURE_IDIV, hwcap, 17) \
+  X("crc32", __ARM_FEATURE_CRC32, hwcap2, 4)
+#endif
 #else
 // Bare metal (Cortex-M: the build is for one core, which nothing can check at run time) and other targets.
 #define MICROATTN_CPU_FEATURES(X)

@@ -511,10 +511,10 @@ unsigned layer_matrices_problems(const LayerWeightMatrices& w, std::size_t d, st
 }
 
 const LayerWeightReader layer_weights_f32{check_f32, project_f32, nullptr};
-const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices, linear_checked};
-const LayerWeightReader layer_weight_matrices_f32{check_matrices, project_matrices, linear_checked_f32};
-const LayerWeightReader layer_weight_matrices_f16{check_matrices, project_matrices, linear_checked_f16};
-const LayerWeightReader layer_weight_matrices_q8{check_matrices, project_matrices, linear_checked_q8};
+const LayerWeightReader layer_weight_matrices{check_matrices, project_matrices, linear_checked_mixed};
+const LayerWeightReader layer_weight_matrices_f32{check_matrices, project_matrices, linear_checked<f32_format>};
+const LayerWeightReader layer_weight_matrices_f16{check_matrices, project_matrices, linear_checked<f16_format>};
+const LayerWeightReader layer_weight_matrices_q8{check_matrices, project_matrices, linear_checked<q8_format>};
 
 bool config_ok(const LayerConfig& c, std::size_t head_dim) noexcept {
   // On θ's bits (one load): ±0 is no rope; [1, FLT_MAX] is one range, negative, NaN and inf lie outside it.

@@ -35,7 +35,7 @@ bool view_overlaps_bytes(const MatrixView<float>& y, const void* p, std::size_t 
 // weight group; x is quantized per segment, rows_max rows × one chunk of columns at a time. Not inlined: Clang put
 // its 5 KiB of buffers in linear_run's frame, under the f32 path's gemm too (20 344 bytes of stack, SmallStack).
 // q and sx are the quantized chunk and its scales (linear_q8_rows × linear_q8_chunk_bytes and × _groups), lent by
-// the caller: linear()'s stack (run_q8_on_stack), or a layer's scratch (linear_checked).
+// the caller: linear()'s stack (linear_plan_on_stack), or a layer's scratch (linear_checked).
 __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const LinearArgs& a, std::int8_t* q,
                                                 float* sx) noexcept {
   const std::size_t k = a.k, group = a.group;
@@ -125,9 +125,41 @@ void linear_q8_in(const LinearKernels& t, const LinearArgs& a, float* workspace)
   }
 }
 
-// linear_run's cases; q8's chunk in `workspace` (linear_q8_workspace_bytes, float-aligned).
-void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a, float* workspace) noexcept {
+// A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
+LinearArgs linear_args(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                       float* y, std::size_t ldy) noexcept {
+  return {w.data, w.scales, w.group, x, m == 1 ? w.cols : ldx, bias, y, m == 1 ? w.rows : ldy, m, w.rows, w.cols};
+}
+
+// linear's one plan: format F resolved into its kernel, from the selected table (on Cortex-M the kernel itself, or
+// a q8 table without the f16 kernel), and q8's chunk in `workspace` (linear_workspace_bytes(F), float-aligned). Every
+// entry runs it, so linear() and the layers' projections give the same floats.
+template <class F>
+[[gnu::always_inline]] inline void linear_plan(const LinearArgs& a, float* workspace) noexcept {
   assert(a.m > 0 && a.n > 0 && a.k > 0);
+  if constexpr (F::value == Format::f32) {
+    linear_f32_gemm(a);
+  } else if constexpr (F::value == Format::f16) {
+    selected_linear_f16()(a);
+  } else {
+    static_assert(F::value == Format::q8);
+    assert(workspace != nullptr);
+    linear_q8_in(selected_linear_q8_kernels(), a, workspace);
+  }
+}
+
+// The workspace on the stack, in a frame of its own (see run_q8_quantized: not in the entry's, under f32's gemm).
+template <class F>
+__attribute__((noinline)) void linear_plan_on_stack(const LinearArgs& a) noexcept {
+  float workspace[linear_workspace_bytes(F::value) / sizeof(float)];
+  linear_plan<F>(a, workspace);
+}
+
+}  // namespace
+
+void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
+  assert(a.m > 0 && a.n > 0 && a.k > 0);
+  float workspace[linear_q8_workspace_bytes / sizeof(float)];
   switch (format) {
     case Format::f32:
       t.f32(a);
@@ -141,49 +173,35 @@ void linear_dispatch(const LinearKernels& t, Format format, const LinearArgs& a,
   }
 }
 
-// q8's chunk on the stack, in a frame of its own (see run_q8_quantized: not in linear_run's, under f32's gemm).
-__attribute__((noinline)) void run_q8_on_stack(const LinearKernels& t, const LinearArgs& a) noexcept {
-  float workspace[linear_q8_workspace_bytes / sizeof(float)];
-  linear_dispatch(t, Format::q8, a, workspace);
-}
-
-// A one-row view's stride addresses nothing: the kernels get its column count instead (see matmul).
-LinearArgs linear_args(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                       float* y, std::size_t ldy) noexcept {
-  return {w.data, w.scales, w.group, x, m == 1 ? w.cols : ldx, bias, y, m == 1 ? w.rows : ldy, m, w.rows, w.cols};
-}
-
-}  // namespace
-
-void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
-  if (format == Format::q8) {
-    run_q8_on_stack(t, a);
-  } else {
-    linear_dispatch(t, format, a, nullptr);
-  }
-}
-
+template <class F>
 void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
                     std::size_t ldy, float* workspace) noexcept {
-  assert(workspace != nullptr);
-  linear_dispatch(selected_linear_kernels(), w.format, linear_args(x, ldx, m, w, bias, y, ldy), workspace);
+  assert(w.format == F::value);
+  linear_plan<F>(linear_args(x, ldx, m, w, bias, y, ldy), workspace);
 }
-// The per-format forms reach what linear()'s entry points of the same format reach (the same kernels, so the
-// same floats).
-void linear_checked_f32(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                        float* y, std::size_t ldy, float*) noexcept {
-  assert(w.format == Format::f32);
-  linear_f32_gemm(linear_args(x, ldx, m, w, bias, y, ldy));
-}
-void linear_checked_f16(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                        float* y, std::size_t ldy, float*) noexcept {
-  assert(w.format == Format::f16);
-  selected_linear_f16()(linear_args(x, ldx, m, w, bias, y, ldy));
-}
-void linear_checked_q8(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                       float* y, std::size_t ldy, float* workspace) noexcept {
-  assert(w.format == Format::q8 && workspace != nullptr);
-  linear_q8_in(selected_linear_q8_kernels(), linear_args(x, ldx, m, w, bias, y, ldy), workspace);
+template void linear_checked<f32_format>(const float*, std::size_t, std::size_t, const WeightMatrix&, const float*,
+                                         float*, std::size_t, float*) noexcept;
+template void linear_checked<f16_format>(const float*, std::size_t, std::size_t, const WeightMatrix&, const float*,
+                                         float*, std::size_t, float*) noexcept;
+template void linear_checked<q8_format>(const float*, std::size_t, std::size_t, const WeightMatrix&, const float*,
+                                        float*, std::size_t, float*) noexcept;
+
+// A mix of formats: each matrix's own plan (a switch per matrix, not an indirect call, so that footprint.py's
+// stack analysis follows it).
+void linear_checked_mixed(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                          float* y, std::size_t ldy, float* workspace) noexcept {
+  const LinearArgs a = linear_args(x, ldx, m, w, bias, y, ldy);
+  switch (w.format) {
+    case Format::f32:
+      linear_plan<f32_format>(a, workspace);
+      return;
+    case Format::f16:
+      linear_plan<f16_format>(a, workspace);
+      return;
+    case Format::q8:
+      linear_plan<q8_format>(a, workspace);
+      return;
+  }
 }
 
 unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,
@@ -224,27 +242,27 @@ Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, co
   return Status::ok;
 }
 
-// One entry point per format, each reaching only its own kernels: on Cortex-M the kernel itself (or a q8 table
-// without the f16 kernel), elsewhere the run-time table (kernels/linear.hpp).
-Status linear_f32(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
-                  const MatrixView<float>& y) noexcept {
+// One entry point per format, each reaching only its own kernels (kernels/linear.hpp): its checks, then its plan.
+template <class F>
+Status linear_entry(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                    const MatrixView<float>& y) noexcept {
   const Status st = linear_checks(x, w, bias, y);
-  if (st == Status::ok) linear_f32_gemm(linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
+  if (st == Status::ok) {
+    const LinearArgs a = linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride);
+    if constexpr (linear_workspace_bytes(F::value) == 0) {
+      linear_plan<F>(a, nullptr);
+    } else {
+      linear_plan_on_stack<F>(a);
+    }
+  }
   return st;
 }
-Status linear_f16(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
-                  const MatrixView<float>& y) noexcept {
-  const Status st = linear_checks(x, w, bias, y);
-  if (st == Status::ok) selected_linear_f16()(linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
-  return st;
-}
-Status linear_q8(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
-                 const MatrixView<float>& y) noexcept {
-  const Status st = linear_checks(x, w, bias, y);
-  if (st == Status::ok)
-    run_q8_on_stack(selected_linear_q8_kernels(), linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride));
-  return st;
-}
+template Status linear_entry<f32_format>(const MatrixView<const float>&, const WeightMatrix&, const float*,
+                                         const MatrixView<float>&) noexcept;
+template Status linear_entry<f16_format>(const MatrixView<const float>&, const WeightMatrix&, const float*,
+                                         const MatrixView<float>&) noexcept;
+template Status linear_entry<q8_format>(const MatrixView<const float>&, const WeightMatrix&, const float*,
+                                        const MatrixView<float>&) noexcept;
 
 }  // namespace detail
 

@@ -108,12 +108,19 @@ struct LayerWeightMatrices {
 // reached, and --gc-sections drops the others (footprint.py checks an f32 caller links no f16/q8 code). A format
 // read at run time links all three.
 namespace detail {
-Status linear_f32(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
-                  const MatrixView<float>& y) noexcept;
-Status linear_f16(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
-                  const MatrixView<float>& y) noexcept;
-Status linear_q8(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
-                 const MatrixView<float>& y) noexcept;
+// The formats as types: each format's entry point is one instantiation, named by its format.
+struct f32_format {
+  static constexpr Format value = Format::f32;
+};
+struct f16_format {
+  static constexpr Format value = Format::f16;
+};
+struct q8_format {
+  static constexpr Format value = Format::q8;
+};
+template <class F>  // f32_format, f16_format or q8_format (instantiated in the library)
+Status linear_entry(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
+                    const MatrixView<float>& y) noexcept;
 Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, const float* bias,
                      const MatrixView<float>& y) noexcept;  // a format outside Format: only the error to report
 }  // namespace detail
@@ -121,11 +128,11 @@ Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, co
                                             MatrixView<float> y) noexcept {
   switch (w.format) {
     case Format::f32:
-      return detail::linear_f32(x, w, bias, y);
+      return detail::linear_entry<detail::f32_format>(x, w, bias, y);
     case Format::f16:
-      return detail::linear_f16(x, w, bias, y);
+      return detail::linear_entry<detail::f16_format>(x, w, bias, y);
     case Format::q8:
-      return detail::linear_q8(x, w, bias, y);
+      return detail::linear_entry<detail::q8_format>(x, w, bias, y);
   }
   return detail::linear_checks(x, w, bias, y);
 }

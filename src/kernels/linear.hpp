@@ -129,6 +129,14 @@ constexpr LinearKernels linear_q8_only(LinearKernels t) noexcept {
   t.f16 = nullptr;
   return t;
 }
+// A Cortex-M table file's (linear/armv7em.cpp, linear/helium.cpp) table, its q8-only form and their accessors, in
+// namespace detail (the tables have internal linkage, as constexpr variables do); f32 runs matmul's gemm.
+#define MICROATTN_LINEAR_CORTEX_M_TABLES(arch, f32_name, f16_name, q8_name, f16, q8, absmax_bits, quantize) \
+  constexpr LinearKernels cortex_m_linear_table{arch, f32_name, f16_name, q8_name,     linear_f32_gemm,     \
+                                                f16,  q8,       1,        absmax_bits, quantize};           \
+  constexpr LinearKernels cortex_m_linear_q8_table = linear_q8_only(cortex_m_linear_table);                 \
+  const LinearKernels* vector_linear_kernels() noexcept { return &cortex_m_linear_table; }                  \
+  const LinearKernels& vector_linear_q8_kernels() noexcept { return cortex_m_linear_q8_table; }
 #endif
 inline const LinearKernels& selected_linear_kernels() noexcept;
 inline LinearF16Kernel selected_linear_f16() noexcept {

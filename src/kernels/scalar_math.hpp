@@ -36,6 +36,36 @@
   "vmul.f32 s15, s15, " al_b "\n\t"
 #define MICROATTN_D8_CLOBBERS \
   "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15"
+// Both kernels' loops. Scores: q_a and q_b in s0–s15, then per key `key` (its two sums into registers sum_a and
+// sum_b), stored to %[sa] and %[sb], %[k] stepped by %[step] to the next key, %[n] keys.
+#define MICROATTN_D8_DOT_LOOP(key, sum_a, sum_b) \
+  "vldmia %[qa], {s0-s7}\n\t" \
+  "vldmia %[qb], {s8-s15}\n" \
+  "1:\n\t" key \
+  "add %[k], %[k], %[step]\n\t" \
+  "vstmia %[sa]!, {" sum_a "}\n\t" \
+  "vstmia %[sb]!, {" sum_b "}\n\t" \
+  "subs %[n], %[n], #1\n\t" \
+  "bne 1b"
+// P·V: o_a and o_b rescaled by the alphas at addresses al_a and al_b (loaded into registers p_a and p_b) and the
+// value rows added (row_rest), or with a null al_a the sums of the value rows alone (row_first the first, a product);
+// each row macro ends by counting %[n] down.
+#define MICROATTN_D8_AXPY_LOOP(al_a, al_b, p_a, p_b, row_first, row_rest) \
+  "cmp " al_a ", #0\n\t" \
+  "beq 3f\n\t" \
+  "vldmia %[oa], {s0-s7}\n\t" \
+  "vldmia %[ob], {s8-s15}\n\t" \
+  "vldr " p_a ", [" al_a "]\n\t" \
+  "vldr " p_b ", [" al_b "]\n\t" \
+  MICROATTN_D8_RESCALE(p_a, p_b) \
+  "b 1f\n" \
+  "3:\n\t" row_first \
+  "beq 2f\n" \
+  "1:\n\t" row_rest \
+  "bne 1b\n" \
+  "2:\n\t" \
+  "vstmia %[ob], {s8-s15}\n\t" \
+  "vstmia %[oa], {s0-s7}"
 // clang-format on
 
 namespace microattn {

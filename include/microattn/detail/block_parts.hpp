@@ -34,7 +34,7 @@ struct BlockParts {
   std::size_t attention_scratch;  // floats of the scratch the attention uses (layer_scratch_floats with the format)
   LayerCache cache;               // f16/q8 cache (attention.k, .v unused); format f32: unused
   BlockAttention attend;
-  LinearChecked ffn_linear;  // the feed-forward's matrices: their shared format's entry, else linear_checked
+  LinearChecked ffn_linear;  // the feed-forward's matrices: their shared format's entry, else linear_checked_mixed
 };
 Status encoder_run(const BlockParts& b, const EncoderLayerWeights& w, const EncoderLayerConfig& c,
                    MatrixView<const float> x, MatrixView<float> y, const AttentionOptions& options) noexcept;

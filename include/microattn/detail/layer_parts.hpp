@@ -27,17 +27,14 @@ struct LayerState {
 };
 // linear() after the checks its caller made (weight_problems): x m × w.cols (row stride ldx), y m × w.rows (ldy),
 // bias w.rows floats or nullptr; q8 quantizes x in the `workspace` lent (linear_q8_workspace_bytes, float-aligned,
-// never nullptr). linear_checked takes every format; each of the others one format only, reaching only its kernels.
+// never nullptr). linear_checked<F> takes format F only, reaching only its kernels; linear_checked_mixed every format.
 using LinearChecked = void (*)(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
                                float* y, std::size_t ldy, float* workspace) noexcept;
+template <class F>  // f32_format, f16_format or q8_format (weights.hpp; instantiated in the library)
 void linear_checked(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias, float* y,
                     std::size_t ldy, float* workspace) noexcept;
-void linear_checked_f32(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                        float* y, std::size_t ldy, float* workspace) noexcept;
-void linear_checked_f16(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                        float* y, std::size_t ldy, float* workspace) noexcept;
-void linear_checked_q8(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
-                       float* y, std::size_t ldy, float* workspace) noexcept;
+void linear_checked_mixed(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
+                          float* y, std::size_t ldy, float* workspace) noexcept;
 
 // The format all the given ones are (as unsigned), or mixed_formats when they differ (or one is not a Format).
 // Inline and without a loop (-Os would not unroll one), so that where the weights are constants the layers' and
@@ -52,13 +49,13 @@ template <class... Rest>
 [[gnu::always_inline]] inline LinearChecked linear_for(unsigned format) noexcept {
   switch (format) {
     case format_f32:
-      return linear_checked_f32;
+      return linear_checked<f32_format>;
     case format_f16:
-      return linear_checked_f16;
+      return linear_checked<f16_format>;
     case format_q8:
-      return linear_checked_q8;
+      return linear_checked<q8_format>;
     default:
-      return linear_checked;
+      return linear_checked_mixed;
   }
 }
 

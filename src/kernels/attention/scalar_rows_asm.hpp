@@ -57,18 +57,12 @@ constexpr std::size_t rows_d8 = 8;
 __attribute__((noinline)) void rows_dot_2xn_d8(const float* qa, const float* qb, const float* k, std::size_t ldk,
                                                std::size_t n, float* sa, float* sb) noexcept {
   const std::size_t step = (ldk - rows_d8) * sizeof(float);
-  asm volatile(
-      "vldmia %[qa], {s0-s7}\n\t"
-      "vldmia %[qb], {s8-s15}\n"
-      "1:\n\t" MICROATTN_DOT4("vmul", 0, 1, 2, 3, 8, 9, 10, 11) MICROATTN_DOT4("vfma", 4, 5, 6, 7, 12, 13, 14, 15)
-      "add %[k], %[k], %[step]\n\t"
-      "vstmia %[sa]!, {s20}\n\t"
-      "vstmia %[sb]!, {s21}\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b"
-      : [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n)
-      : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(step)
-      : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "s21", "cc", "memory");
+  asm volatile(MICROATTN_D8_DOT_LOOP(MICROATTN_DOT4("vmul", 0, 1, 2, 3, 8, 9, 10, 11)
+                                         MICROATTN_DOT4("vfma", 4, 5, 6, 7, 12, 13, 14, 15),
+                                     "s20", "s21")
+               : [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n)
+               : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(step)
+               : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "s21", "cc", "memory");
 }
 
 // o_a = o_a·alpha_a + Σ_j p_a[j]·v_j over n >= 1 rows v_j = v + j·ldv (alpha_a, alpha_b null: Σ_j alone, its first
@@ -78,21 +72,7 @@ __attribute__((noinline)) void rows_axpy_2xn_d8(const float* pa, const float* pb
                                                 float* ob) noexcept {
   const std::size_t step = (ldv - rows_d8) * sizeof(float);
   asm volatile(
-      "cmp %[ala], #0\n\t"
-      "beq 3f\n\t"
-      "vldmia %[oa], {s0-s7}\n\t"
-      "vldmia %[ob], {s8-s15}\n\t"
-      "vldr s20, [%[ala]]\n\t"
-      "vldr s21, [%[alb]]\n\t"
-      MICROATTN_D8_RESCALE("s20", "s21")
-      "b 1f\n"
-      "3:\n\t" MICROATTN_PV_ROW("vmul")
-      "beq 2f\n"
-      "1:\n\t" MICROATTN_PV_ROW("vfma")
-      "bne 1b\n"
-      "2:\n\t"
-      "vstmia %[ob], {s8-s15}\n\t"
-      "vstmia %[oa], {s0-s7}"
+      MICROATTN_D8_AXPY_LOOP("%[ala]", "%[alb]", "s20", "s21", MICROATTN_PV_ROW("vmul"), MICROATTN_PV_ROW("vfma"))
       : [v] "+r"(v), [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(n)
       : [ala] "r"(alpha_a), [alb] "r"(alpha_b), [oa] "r"(oa), [ob] "r"(ob), [step] "r"(step)
       : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "s21", "cc", "memory");

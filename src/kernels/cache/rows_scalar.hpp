@@ -109,21 +109,14 @@ __attribute__((noinline)) void rows_dot_q8_2xn_d8(const float* qa, const float* 
                                                   float* sa, float* sb) noexcept {
   const std::size_t sc_step = stride * sizeof(float);
   std::int32_t t0, t1;
-  asm volatile(
-      "vldmia %[qa], {s0-s7}\n\t"
-      "vldmia %[qb], {s8-s15}\n"
-      "1:\n\t"
-      "vldr s16, [%[sc]]\n\t"
-      "add %[sc], %[sc], %[sc_step]\n\t" MICROATTN_Q8_DOT2("vmul", 0, 1, 8, 9) MICROATTN_Q8_DOT2("vfma", 2, 3, 10, 11)
-          MICROATTN_Q8_DOT2("vfma", 4, 5, 12, 13) MICROATTN_Q8_DOT2("vfma", 6, 7, 14, 15)
-      "add %[k], %[k], %[step]\n\t"
-      "vstmia %[sa]!, {s19}\n\t"
-      "vstmia %[sb]!, {s20}\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b"
-      : [k] "+r"(k), [sc] "+r"(sc), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
-      : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(ldk), [sc_step] "r"(sc_step)
-      : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "cc", "memory");
+  asm volatile(MICROATTN_D8_DOT_LOOP("vldr s16, [%[sc]]\n\t"
+                                     "add %[sc], %[sc], %[sc_step]\n\t" MICROATTN_Q8_DOT2("vmul", 0, 1, 8, 9)
+                                         MICROATTN_Q8_DOT2("vfma", 2, 3, 10, 11) MICROATTN_Q8_DOT2("vfma", 4, 5, 12, 13)
+                                             MICROATTN_Q8_DOT2("vfma", 6, 7, 14, 15),
+                                     "s19", "s20")
+               : [k] "+r"(k), [sc] "+r"(sc), [sa] "+r"(sa), [sb] "+r"(sb), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1)
+               : [qa] "r"(qa), [qb] "r"(qb), [step] "r"(ldk), [sc_step] "r"(sc_step)
+               : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "cc", "memory");
 }
 
 // o_a = o_a·alpha_a + Σ_j p_a[j]·v̂_j over n >= 1 stored rows (row j at v + j·ldv, scale sc[j·stride]; alpha_a,
@@ -136,21 +129,7 @@ __attribute__((noinline)) void rows_axpy_q8_2xn_d8(const float* pa, const float*
   // The alphas' addresses in the two registers that later take the stored values (thirteen would not fit).
   std::intptr_t t0 = reinterpret_cast<std::intptr_t>(alpha_a), t1 = reinterpret_cast<std::intptr_t>(alpha_b);
   asm volatile(
-      "cmp %[t0], #0\n\t"
-      "beq 3f\n\t"
-      "vldmia %[oa], {s0-s7}\n\t"
-      "vldmia %[ob], {s8-s15}\n\t"
-      "vldr s19, [%[t0]]\n\t"
-      "vldr s20, [%[t1]]\n\t"
-      MICROATTN_D8_RESCALE("s19", "s20")
-      "b 1f\n"
-      "3:\n\t" MICROATTN_Q8_PV_ROW("vmul")
-      "beq 2f\n"
-      "1:\n\t" MICROATTN_Q8_PV_ROW("vfma")
-      "bne 1b\n"
-      "2:\n\t"
-      "vstmia %[ob], {s8-s15}\n\t"
-      "vstmia %[oa], {s0-s7}"
+      MICROATTN_D8_AXPY_LOOP("%[t0]", "%[t1]", "s19", "s20", MICROATTN_Q8_PV_ROW("vmul"), MICROATTN_Q8_PV_ROW("vfma"))
       : [v] "+r"(v), [sc] "+r"(sc), [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(n), [t0] "+r"(t0), [t1] "+r"(t1)
       : [oa] "r"(oa), [ob] "r"(ob), [step] "r"(ldv), [sc_step] "r"(sc_step)
       : MICROATTN_D8_CLOBBERS, "s16", "s17", "s18", "s19", "s20", "cc", "memory");

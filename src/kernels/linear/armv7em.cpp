@@ -547,23 +547,11 @@ __attribute__((optimize("Os"))) void linear_q8_1x2_armv7em(const std::int8_t* w,
   q8_row_block(w, ldw, n, ch, xx, aligned ? seg / 16 * 16 : 0);
 }
 
-constexpr LinearKernels table{"armv7em",
-                              "linear_f32_gemm_armv7em",  // matmul's gemm (scalar on these cores)
-                              "linear_f16_1x4_armv7em",
-                              "linear_q8_1x2_armv7em",
-                              linear_f32_gemm,
-                              linear_f16_1x4_armv7em,
-                              linear_q8_1x2_armv7em,
-                              1,
-                              linear_absmax_bits_armv7em,
-                              linear_quantize_armv7em};
-
-constexpr LinearKernels q8_table = linear_q8_only(table);
-
 }  // namespace
 
-const LinearKernels* vector_linear_kernels() noexcept { return &table; }
-const LinearKernels& vector_linear_q8_kernels() noexcept { return q8_table; }
+MICROATTN_LINEAR_CORTEX_M_TABLES("armv7em", "linear_f32_gemm_armv7em", "linear_f16_1x4_armv7em",
+                                 "linear_q8_1x2_armv7em", linear_f16_1x4_armv7em, linear_q8_1x2_armv7em,
+                                 linear_absmax_bits_armv7em, linear_quantize_armv7em)
 
 }  // namespace detail
 }  // namespace microattn

@@ -597,23 +597,11 @@ void linear_f16_1x4_helium(const LinearArgs& a) noexcept {
 
 #pragma GCC pop_options
 
-constexpr LinearKernels table{"helium",
-                              "linear_f32_gemm_helium",  // matmul's Helium gemm
-                              "linear_f16_1x4_helium",
-                              "linear_q8_1x4_helium",
-                              linear_f32_gemm,
-                              linear_f16_1x4_helium,
-                              linear_q8_1x4_helium,
-                              1,
-                              linear_absmax_bits_helium,
-                              linear_quantize_helium};
-
-constexpr LinearKernels q8_table = linear_q8_only(table);
-
 }  // namespace
 
-const LinearKernels* vector_linear_kernels() noexcept { return &table; }
-const LinearKernels& vector_linear_q8_kernels() noexcept { return q8_table; }
+MICROATTN_LINEAR_CORTEX_M_TABLES("helium", "linear_f32_gemm_helium", "linear_f16_1x4_helium", "linear_q8_1x4_helium",
+                                 linear_f16_1x4_helium, linear_q8_1x4_helium, linear_absmax_bits_helium,
+                                 linear_quantize_helium)
 LinearF16Kernel vector_linear_f16() noexcept { return linear_f16_1x4_helium; }
 
 }  // namespace detail
