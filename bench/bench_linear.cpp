@@ -83,61 +83,32 @@ void run_point(benchmark::State& state, const Point& p, const std::string& varia
   bench::set_flop_counters(state, 2.0 * static_cast<double>(p.m * p.nk * p.nk));
 }
 
-// Median CPU time per benchmark name over its rounds, and the ratio table.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  using ConsoleReporter::ConsoleReporter;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs)
-      if (!r.error_occurred && r.run_type == Run::RT_Iteration)
-        times_[r.run_name.function_name].push_back(r.GetAdjustedCPUTime());
+// The ratio table from the rounds' medians (or, with best, their fastest); the points that miss a goal.
+int print_summary(const bench::RoundTimes& times, bool best) {
+  std::printf("\nSummary: %s CPU µs over the rounds; ratio = fp32 matmul ÷ variant (> 1: faster than matmul)\n",
+              best ? "fastest" : "median");
+  std::printf("%-14s %9s %9s %9s %9s %9s %9s | %6s %6s %6s %6s | goal\n", "point", "matmul", "f32", "f16", "q8_g64",
+              "q8_g32", "q8_grow", "f16", "q8_g64", "q8_g32", "q8_grow");
+  int missed = 0;
+  for (const Point& p : points()) {
+    double t[6];
+    for (std::size_t v = 0; v < variants.size(); ++v) t[v] = times.get("linear/" + p.name() + "/" + variants[v], best);
+    if (t[0] <= 0) continue;
+    const double f16_goal = p.nk == 1024 ? 1.7 : 1.0, q8_goal = p.nk == 1024 ? 3.0 : 1.0;
+    const double rf16 = t[0] / t[2], rq64 = t[0] / t[3], rq32 = t[0] / t[4], rqrow = t[0] / t[5];
+    const bool met = rf16 >= f16_goal && rq64 >= q8_goal && rq32 >= q8_goal && rqrow >= q8_goal;
+    missed += met ? 0 : 1;
+    std::printf("%-14s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f | %6.2f %6.2f %6.2f %6.2f | f16 >= %.1f, q8 >= %.1f: %s\n",
+                p.name().c_str(), t[0], t[1], t[2], t[3], t[4], t[5], rf16, rq64, rq32, rqrow, f16_goal, q8_goal,
+                met ? "met" : "MISSED");
   }
-  // Median (or, with best, the minimum) in µs, the unit set below.
-  double time_us(const std::string& name, bool best) const {
-    const auto it = times_.find(name);
-    if (it == times_.end() || it->second.empty()) return -1.0;
-    std::vector<double> t = it->second;
-    std::sort(t.begin(), t.end());
-    if (best) return t.front();
-    return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-  }
-  int print_summary(bool best) const {
-    std::printf("\nSummary: %s CPU µs over the rounds; ratio = fp32 matmul ÷ variant (> 1: faster than matmul)\n",
-                best ? "fastest" : "median");
-    std::printf("%-14s %9s %9s %9s %9s %9s %9s | %6s %6s %6s %6s | goal\n", "point", "matmul", "f32", "f16", "q8_g64",
-                "q8_g32", "q8_grow", "f16", "q8_g64", "q8_g32", "q8_grow");
-    int missed = 0;
-    for (const Point& p : points()) {
-      double t[6];
-      for (std::size_t v = 0; v < variants.size(); ++v) t[v] = time_us("linear/" + p.name() + "/" + variants[v], best);
-      if (t[0] <= 0) continue;
-      const double f16_goal = p.nk == 1024 ? 1.7 : 1.0, q8_goal = p.nk == 1024 ? 3.0 : 1.0;
-      const double rf16 = t[0] / t[2], rq64 = t[0] / t[3], rq32 = t[0] / t[4], rqrow = t[0] / t[5];
-      const bool met = rf16 >= f16_goal && rq64 >= q8_goal && rq32 >= q8_goal && rqrow >= q8_goal;
-      missed += met ? 0 : 1;
-      std::printf("%-14s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f | %6.2f %6.2f %6.2f %6.2f | f16 >= %.1f, q8 >= %.1f: %s\n",
-                  p.name().c_str(), t[0], t[1], t[2], t[3], t[4], t[5], rf16, rq64, rq32, rqrow, f16_goal, q8_goal,
-                  met ? "met" : "MISSED");
-    }
-    return missed;
-  }
-
- private:
-  std::map<std::string, std::vector<double>> times_;
-};
+  return missed;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 7;
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
-      rounds = std::atoi(argv[i] + 9);
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      --i;
-    }
+  const int rounds = bench::take_rounds(argc, argv, 7);
   bench::peak_gflops() = bench::measure_fma_peak_gflops();
   std::printf("microattn kernels: %s (%s); linear: %s, %s, %s; single-core FMA peak (%s): %.1f GFLOP/s\n",
               ma::simd_arch(), ma::matmul_kernel_name(), ma::linear_kernel_name(ma::Format::f32),
@@ -153,10 +124,10 @@ int main(int argc, char** argv) {
                                      [p, v](benchmark::State& s) { run_point(s, p, v); })
             ->MinTime(0.05)
             ->Unit(benchmark::kMicrosecond);
-  RatioReporter reporter(benchmark::ConsoleReporter::OO_Tabular);
+  bench::RoundReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.print_summary(true);
-  const int missed = reporter.print_summary(false);
+  print_summary(reporter.times(), true);
+  const int missed = print_summary(reporter.times(), false);
   std::printf("%d point(s) missing a goal (medians)\n", missed);
   benchmark::Shutdown();
   return 0;

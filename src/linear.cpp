@@ -31,13 +31,11 @@ bool view_overlaps_bytes(const MatrixView<float>& y, const void* p, std::size_t 
   return p0 < y0 + r * row_bytes + y.cols * sizeof(float);
 }
 
-// q8 where every row's groups cut its columns alike: segments of seg_len = min(group, k) columns, each inside one
-// weight group; x is quantized per segment, rows_max rows × one chunk of columns at a time. Not inlined: Clang put
-// its 5 KiB of buffers in linear_run's frame, under the f32 path's gemm too (20 344 bytes of stack, SmallStack).
-// q and sx are the quantized chunk and its scales (linear_q8_rows × linear_q8_chunk_bytes and × _groups), lent by
-// the caller: linear()'s stack (linear_plan_on_stack), or a layer's scratch (linear_checked).
-__attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const LinearArgs& a, std::int8_t* q,
-                                                float* sx) noexcept {
+// run_chunk(w, ldw, n, chunk) runs the chunk's kernel over the n weight rows at w: t.q8_chunk, or (a parallel
+// linear()) over items of them on the workers, x quantized once per chunk on the calling thread.
+template <class RunChunk>
+[[gnu::always_inline]] inline void q8_quantized(const LinearKernels& t, const LinearArgs& a, std::int8_t* q, float* sx,
+                                                const RunChunk& run_chunk) noexcept {
   const std::size_t k = a.k, group = a.group;
   const std::size_t seg_len = group < k ? group : k;
   const std::size_t rows_per_scale = group > k ? group / k : 1;
@@ -105,20 +103,34 @@ __attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const Li
                           c0 == 0,
                           a.y + i0 * a.ldy,
                           a.ldy};
-      t.q8_chunk(w + c0, k, a.n, chunk);
+      run_chunk(w + c0, k, a.n, chunk);
     }
     for (std::size_t i = 0; i < rows; ++i)
       if ((float_rows >> i) & 1u) linear_q8_float_row(a, i0 + i);
   }
 }
 
+// A function of its own, apart from the parallel path's (which calls the pool): the static stack analysis of every
+// serial entry then sees only the kernels here.
+__attribute__((noinline)) void run_q8_quantized(const LinearKernels& t, const LinearArgs& a, std::int8_t* q,
+                                                float* sx) noexcept {
+  q8_quantized(t, a, q, sx, [&t](const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& c) {
+    t.q8_chunk(w, ldw, n, c);
+  });
+}
+
+// The quantized chunk in a q8 workspace (linear_q8_workspace_bytes, float-aligned): 64-byte aligned, as the kernels
+// load it best.
+std::int8_t* q8_chunk_in(float* workspace) noexcept {
+  return reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) &
+                                        ~static_cast<std::uintptr_t>(63));
+}
+
 // q8 with the chunk in `workspace` (linear_q8_workspace_bytes, float-aligned).
 void linear_q8_in(const LinearKernels& t, const LinearArgs& a, float* workspace) noexcept {
   assert(a.group > 0 && (a.n * a.k) % a.group == 0);
   if (a.k % a.group == 0 || a.group % a.k == 0) {
-    // The chunk 64-byte aligned (as the kernels load it best), its scales after it.
-    auto* q = reinterpret_cast<std::int8_t*>((reinterpret_cast<std::uintptr_t>(workspace) + 63) &
-                                             ~static_cast<std::uintptr_t>(63));
+    std::int8_t* q = q8_chunk_in(workspace);  // its scales after it
     run_q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes));
   } else {
     for (std::size_t i = 0; i < a.m; ++i) linear_q8_float_row(a, i);
@@ -153,6 +165,26 @@ template <class F>
 __attribute__((noinline)) void linear_plan_on_stack(const LinearArgs& a) noexcept {
   float workspace[linear_workspace_bytes(F::value) / sizeof(float)];
   linear_plan<F>(a, workspace);
+}
+
+// The plan of a format known at run time: q8's chunk in `workspace`, or on the stack (OnStack; workspace unused).
+template <bool OnStack>
+[[gnu::always_inline]] inline void linear_plan_for(Format f, const LinearArgs& a, float* workspace) noexcept {
+  switch (f) {
+    case Format::f32:
+      linear_plan<f32_format>(a, nullptr);
+      return;
+    case Format::f16:
+      linear_plan<f16_format>(a, nullptr);
+      return;
+    case Format::q8:
+      if constexpr (OnStack) {
+        linear_plan_on_stack<q8_format>(a);
+      } else {
+        linear_plan<q8_format>(a, workspace);
+      }
+      return;
+  }
 }
 
 }  // namespace
@@ -190,18 +222,7 @@ template void linear_checked<q8_format>(const float*, std::size_t, std::size_t, 
 // stack analysis follows it).
 void linear_checked_mixed(const float* x, std::size_t ldx, std::size_t m, const WeightMatrix& w, const float* bias,
                           float* y, std::size_t ldy, float* workspace) noexcept {
-  const LinearArgs a = linear_args(x, ldx, m, w, bias, y, ldy);
-  switch (w.format) {
-    case Format::f32:
-      linear_plan<f32_format>(a, workspace);
-      return;
-    case Format::f16:
-      linear_plan<f16_format>(a, workspace);
-      return;
-    case Format::q8:
-      linear_plan<q8_format>(a, workspace);
-      return;
-  }
+  linear_plan_for<false>(w.format, linear_args(x, ldx, m, w, bias, y, ldy), workspace);
 }
 
 unsigned weight_problems(const WeightMatrix& w, const float* bias, std::size_t rows, std::size_t cols,
@@ -265,6 +286,113 @@ template Status linear_entry<q8_format>(const MatrixView<const float>&, const We
                                         const MatrixView<float>&) noexcept;
 
 }  // namespace detail
+
+namespace detail {
+namespace {
+
+// Item i of count over n weight rows: rows [r0, r0 + rows), linear_parallel_rows of them, the last item the rest
+// (linear_parallel_rows up to twice that less one, or all of w's when the call is one item). No item is shorter than
+// a kernel's row tile: a kernel may compute a call with fewer rows differently (the Helium f16 kernel's tail
+// overlaps its last four rows where a call of four or more has them, and is scalar below), never rows inside one.
+struct ItemRows {
+  std::size_t r0, rows;
+};
+ItemRows item_rows(std::size_t i, std::size_t count, std::size_t n) noexcept {
+  const std::size_t r0 = i * linear_parallel_rows;
+  return {r0, i + 1 == count ? n - r0 : linear_parallel_rows};
+}
+
+// The items of a parallel linear(), each through its format's plan.
+struct LinearItems {
+  LinearArgs a;
+  Format format;
+  std::size_t elem_bytes;
+  std::size_t count;
+};
+
+void linear_items(void* ctx, std::size_t begin, std::size_t end) noexcept {
+  const LinearItems& items = *static_cast<const LinearItems*>(ctx);
+  for (std::size_t i = begin; i < end; ++i) {
+    LinearArgs a = items.a;
+    const ItemRows it = item_rows(i, items.count, a.n);
+    const std::size_t r0 = it.r0;
+    a.n = it.rows;
+    a.w = static_cast<const unsigned char*>(a.w) + r0 * a.k * items.elem_bytes;
+    if (a.scales != nullptr) a.scales += r0 * a.k / a.group;
+    if (a.bias != nullptr) a.bias += r0;
+    a.y += r0;
+    if (a.m == 1) a.ldy = a.n;  // as linear_args: a one-row y's stride is its column count
+    linear_plan_for<true>(items.format, a, nullptr);
+  }
+}
+
+#if !MICROATTN_LINEAR_ARMV7EM && !MICROATTN_LINEAR_HELIUM
+#define MICROATTN_LINEAR_Q8_PARALLEL 1
+// A parallel linear()'s q8 chunk: the chunk's kernel over items of linear_parallel_rows weight rows (each item's
+// rows as the whole call computes them), on the workers or, when the pool cannot, on the calling thread.
+struct Q8ChunkItems {
+  const LinearKernels* t;
+  const std::int8_t* w;
+  std::size_t ldw, n, count;
+  const Q8Chunk* chunk;
+};
+
+void q8_chunk_items(void* ctx, std::size_t begin, std::size_t end) noexcept {
+  const Q8ChunkItems& items = *static_cast<const Q8ChunkItems*>(ctx);
+  for (std::size_t i = begin; i < end; ++i) {
+    const ItemRows it = item_rows(i, items.count, items.n);
+    Q8Chunk c = *items.chunk;
+    c.sw = row_scales(c, it.r0);  // r0 is a multiple of rows_per_scale (linear's split rule)
+    if (c.bias != nullptr) c.bias += it.r0;
+    c.y += it.r0;
+    items.t->q8_chunk(items.w + it.r0 * items.ldw, items.ldw, it.rows, c);
+  }
+}
+
+// q8 where the groups cut every row alike, x quantized once per chunk: a second copy of the chunk loop, so on
+// Cortex-M, where flash counts, each item quantizes x itself instead (linear_items).
+__attribute__((noinline)) void linear_q8_parallel(const LinearArgs& a, const Parallel& p, std::size_t count) noexcept {
+  float workspace[linear_q8_workspace_bytes / sizeof(float)];
+  std::int8_t* q = q8_chunk_in(workspace);
+  const LinearKernels& t = selected_linear_q8_kernels();
+  q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes),
+               [&t, &p, count](const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& c) {
+                 Q8ChunkItems items{&t, w, ldw, n, count, &c};
+                 if (!p.run(p.pool, q8_chunk_items, &items, count)) q8_chunk_items(&items, 0, count);
+               });
+}
+#else
+#define MICROATTN_LINEAR_Q8_PARALLEL 0
+inline void linear_q8_parallel(const LinearArgs&, const Parallel&, std::size_t) noexcept {}
+#endif
+
+}  // namespace
+
+}  // namespace detail
+
+Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y,
+              const Parallel& parallel) noexcept {
+  using namespace detail;
+  const Status st = linear_checks(x, w, bias, y);
+  if (st != Status::ok) return st;
+  // The shape alone decides the items (never the workers): small products are one item, and so are fewer than two
+  // items' rows and q8 weights whose groups would not start at an item's first row.
+  const std::size_t wk = w.rows * w.cols;  // fits: linear_checks bounded it
+  const bool small = wk < linear_parallel_min_macs && x.rows < (linear_parallel_min_macs + wk - 1) / wk;
+  const bool one = small || (w.format == Format::q8 && (linear_parallel_rows * w.cols) % w.group != 0);
+  const std::size_t count = one || w.rows < 2 * linear_parallel_rows ? 1 : w.rows / linear_parallel_rows;
+  LinearItems items{linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride), w.format, element_bytes(w.format),
+                    count};
+  const bool workers = parallel.run != nullptr && parallel.workers > 1;
+  if (MICROATTN_LINEAR_Q8_PARALLEL && count > 1 && workers && w.format == Format::q8 &&
+      (w.cols % w.group == 0 || w.group % w.cols == 0)) {
+    linear_q8_parallel(items.a, parallel, count);
+    return Status::ok;
+  }
+  if (count > 1 && workers && parallel.run(parallel.pool, linear_items, &items, count)) return Status::ok;
+  linear_items(&items, 0, count);
+  return Status::ok;
+}
 
 const char* linear_kernel_name(Format format) noexcept {
   const detail::LinearKernels& t = detail::selected_linear_kernels();
