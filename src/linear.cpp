@@ -358,7 +358,8 @@ __attribute__((noinline)) void linear_q8_parallel(const LinearArgs& a, const Par
   q8_quantized(t, a, q, reinterpret_cast<float*>(q + linear_q8_rows * linear_q8_chunk_bytes),
                [&t, &p, count](const std::int8_t* w, std::size_t ldw, std::size_t n, const Q8Chunk& c) {
                  Q8ChunkItems items{&t, w, ldw, n, count, &c};
-                 if (!p.run(p.pool, q8_chunk_items, &items, count)) q8_chunk_items(&items, 0, count);
+                 if (!p.run(p.pool, q8_chunk_items, &items, count))
+                   t.q8_chunk(w, ldw, n, c);  // all rows, the same floats
                });
 }
 #else
@@ -378,7 +379,9 @@ Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bia
   // The shape alone decides the items (never the workers): small products are one item, and so are fewer than two
   // items' rows and q8 weights whose groups would not start at an item's first row.
   const std::size_t wk = w.rows * w.cols;  // fits: linear_checks bounded it
-  const bool small = wk < linear_parallel_min_macs && x.rows < (linear_parallel_min_macs + wk - 1) / wk;
+  // q8's multiply-adds cost a fraction of fp32's: twice the threshold.
+  const std::size_t min_macs = w.format == Format::q8 ? 2 * linear_parallel_min_macs : linear_parallel_min_macs;
+  const bool small = wk < min_macs && x.rows < (min_macs + wk - 1) / wk;
   const bool one = small || (w.format == Format::q8 && (linear_parallel_rows * w.cols) % w.group != 0);
   const std::size_t count = one || w.rows < 2 * linear_parallel_rows ? 1 : w.rows / linear_parallel_rows;
   LinearItems items{linear_args(x.data, x.stride, x.rows, w, bias, y.data, y.stride), w.format, element_bytes(w.format),
@@ -390,7 +393,8 @@ Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bia
     return Status::ok;
   }
   if (count > 1 && workers && parallel.run(parallel.pool, linear_items, &items, count)) return Status::ok;
-  linear_items(&items, 0, count);
+  items.count = 1;  // on the calling thread: all of w in one item, the same floats as the items' (linear() itself)
+  linear_items(&items, 0, 1);
   return Status::ok;
 }
 

@@ -163,8 +163,8 @@ void check_shape(const Shape& sh, std::uint32_t seed) {
     EXPECT_TRUE(same_bits(y, y0)) << workers << " workers";
     // The items come from the shape alone: 32 rows each (the last one the rest), unless the product is small, w has
     // fewer than 64 rows or q8's groups would start inside an item.
-    const bool split = sh.m * sh.n * sh.k >= (std::size_t{1} << 17) && sh.n >= 64 &&
-                       (sh.format != Format::q8 || (32 * sh.k) % sh.group == 0);
+    const bool split = sh.m * sh.n * sh.k >= ma::linear_parallel_min_macs * (sh.format == Format::q8 ? 2 : 1) &&
+                       sh.n >= 64 && (sh.format != Format::q8 || (32 * sh.k) % sh.group == 0);
     if (workers > 1 && split) {
       EXPECT_GE(pool.calls, 1u);  // q8: once per chunk of x's rows and columns
       if (sh.format != Format::q8) {
@@ -188,11 +188,11 @@ TEST(Parallel, SmallShapesAndUnalignedGroupsAreOneItem) {
     Format format;
     std::size_t m, n, k, group;
   };
-  // 2^17 multiply-adds and more are split, fewer are not; fewer than 64 rows of w, and q8 groups that would start
-  // inside an item, are one item.
+  // linear_parallel_min_macs (2^16; q8 twice that) multiply-adds and more are split, fewer are not; fewer than 64 rows
+  // of w, and q8 groups that would start inside an item, are one item.
   for (const Case c :
-       {Case{Format::f32, 1, 128, 1023, 0}, Case{Format::f32, 4, 64, 511, 0}, Case{Format::f32, 1, 63, 8192, 0},
-        Case{Format::f16, 2, 40, 4096, 0}, Case{Format::q8, 1, 300, 1000, 3000}, Case{Format::q8, 1, 300, 172, 43}}) {
+       {Case{Format::f32, 1, 128, 511, 0}, Case{Format::f32, 4, 64, 255, 0}, Case{Format::f32, 1, 63, 8192, 0},
+        Case{Format::f16, 2, 40, 4096, 0}, Case{Format::q8, 1, 300, 1000, 3000}, Case{Format::q8, 1, 600, 172, 516}}) {
     const Weights w(c.format, c.n, c.k, c.group == 0 ? 1 : c.group, 5);
     Guarded x(c.m, c.k);
     x.fill(Uniform(6));
@@ -203,7 +203,7 @@ TEST(Parallel, SmallShapesAndUnalignedGroupsAreOneItem) {
     EXPECT_EQ(pool.calls, 0u) << c.m << " x " << c.n << " x " << c.k;
     EXPECT_TRUE(same_bits(y, y0));
   }
-  // Just at the threshold: split.
+  // Above the threshold: split.
   const Weights w(Format::f32, 128, 1024, 1, 7);
   Guarded x(1, 1024), y(1, 128);
   x.fill(Uniform(8));

@@ -29,7 +29,8 @@ def check(args, code, stderr_has=None, stdout_has=None, env=None):
 
 
 for bad in [[], [v0, '-t'], [v0, '-x', '1'], [v0, 't', '1'], [v0, '-tt', '1'], [v0, '-n', 'ten'],
-            [v0, '-t', '0.5x'], [v0, '-s', '99999999999999'], [v0, '-z', tok, '-n']]:
+            [v0, '-t', '0.5x'], [v0, '-s', '99999999999999'], [v0, '-z', tok, '-n'], [v0, '-j', '0'],
+            [v0, '-j', '65'], [v0, '-j', 'two']]:
     check(bad, 1, 'Usage')
 check(['/nonexistent.bin', '-z', tok], 2, 'cannot open')
 check([v0, '-z', '/nonexistent.tok'], 2, 'cannot open')
@@ -58,6 +59,10 @@ for ckpt in (v0, v2):
     b = check([ckpt, '-z', tok, '-t', '0.9', '-p', '0.8', '-s', '5', '-n', '30', '-i', 'the day'], 0)
     if a != b or not a.startswith('the day'):
         failures.append(f'{ckpt}: seeded sampling not reproducible or prompt not echoed: {a!r} {b!r}')
+    for j in ('2', '3', '64'):  # workers: the same text
+        c = check([ckpt, '-z', tok, '-t', '0.9', '-p', '0.8', '-s', '5', '-n', '30', '-i', 'the day', '-j', j], 0)
+        if c != a:
+            failures.append(f'{ckpt}: -j {j} gave other text: {c!r} {a!r}')
     check([ckpt, '-z', tok, '-n', '0', '-s', '3'], 0)  # 0: seq_len steps
     check([ckpt, '-z', tok, '-n', '-5', '-t', '-1', '-p', '7'], 0)  # run.c's clamps
 

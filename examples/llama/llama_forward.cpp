@@ -39,15 +39,15 @@ void check(ma::Status st, const char* what) {
   }
 }
 
-// y (rows floats) = w·x (cols floats).
-void project(const ma::WeightMatrix& w, const float* x, float* y) {
-  check(ma::linear(ma::make_view(x, 1, w.cols), w, nullptr, ma::make_view(y, 1, w.rows)), "linear");
+// y (rows floats) = w·x (cols floats), on the state's workers.
+void project(const RunState& s, const ma::WeightMatrix& w, const float* x, float* y) {
+  check(ma::linear(ma::make_view(x, 1, w.cols), w, nullptr, ma::make_view(y, 1, w.rows), s.parallel), "linear");
 }
-void project(const ma::WeightMatrix& w, const PackedMatrix& packed, const float* x, float* y) {
+void project(const RunState& s, const ma::WeightMatrix& w, const PackedMatrix& packed, const float* x, float* y) {
   if (packed.data != nullptr)
     packed_gemv(packed, x, y);
   else
-    project(w, x, y);
+    project(s, w, x, y);
 }
 
 // As llama2.c: pairs (2i, 2i+1) of every head turn by pos · 10000^(-2i / head_dim).
@@ -491,7 +491,7 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
     packed_gemv(w.qkv_packed, s.xb.data(), q);
   else
     for (std::size_t i = 0, row = 0; i < w.qkv_parts; row += w.qkv[i].rows, ++i)
-      project(w.qkv[i], s.xb.data(), q + row);
+      project(s, w.qkv[i], s.xb.data(), q + row);
   rotate(q, dim, hd, s);
   rotate(k, hd * kv_heads, hd, s);
 
@@ -513,7 +513,7 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
   else
 #endif
     attention_scalar(args);
-  project(w.wo, w.wo_packed, s.xb.data(), s.xb2.data());
+  project(s, w.wo, w.wo_packed, s.xb.data(), s.xb2.data());
   for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb2[i];
 
   rms_norm(s.xb.data(), x, w.ffn_norm, dim);
@@ -523,16 +523,16 @@ void decoder_layer(const Config& p, const PreparedLayer& w, std::size_t pos, flo
     packed_gemv(w.w13_packed, s.xb.data(), h1);
   else
     for (std::size_t i = 0, row = 0; i < w.w13_parts; row += w.w13[i].rows, ++i)
-      project(w.w13[i], s.xb.data(), h1 + row);
+      project(s, w.w13[i], s.xb.data(), h1 + row);
   // silu(g) = g / (1 + e^-g) as run.c writes it, with the library's vectorized exp (within 1.5 ULP of expf's).
   float* e = s.hb.data() + 2 * hidden;
   for (std::size_t i = 0; i < hidden; ++i) e[i] = -h1[i];
   check(ma::exp_elements(e, e, hidden), "exp");
   for (std::size_t i = 0; i < hidden; ++i) h1[i] = h1[i] * (1.0f / (1.0f + e[i])) * h3[i];
-  project(w.w2, w.w2_packed, h1, s.xb.data());
+  project(s, w.w2, w.w2_packed, h1, s.xb.data());
   if (w.w2_tail.data != nullptr) {
     std::memcpy(s.tail.data(), h1 + w.w2.cols, (hidden - w.w2.cols) * sizeof(float));
-    project(w.w2_tail, s.tail.data(), s.xb2.data());
+    project(s, w.w2_tail, s.tail.data(), s.xb2.data());
     for (std::size_t i = 0; i < dim; ++i) s.xb[i] += s.xb2[i];
   }
   for (std::size_t i = 0; i < dim; ++i) x[i] += s.xb[i];
@@ -709,7 +709,7 @@ const float* forward(const Model& m, RunState& s, int token, std::size_t pos) {
   for (std::size_t l = 0; l < s.layers.size(); ++l)
     decoder_layer(p, s.layers[l], pos, s.key_cache.data() + l * per_layer, s.value_cache.data() + l * per_layer, s);
   rms_norm(s.x.data(), s.x.data(), m.final_norm, static_cast<std::size_t>(p.dim));
-  project(s.classifier, s.classifier_packed, s.x.data(), s.logits.data());
+  project(s, s.classifier, s.classifier_packed, s.x.data(), s.logits.data());
   return s.logits.data();
 }
 

@@ -82,6 +82,9 @@ struct RunState {
   std::vector<aligned_vector<std::uint16_t>> owned_f16;  // f16 copies (Storage::f16)
   bool wide = false;                                     // the AVX-512 attention loops (checked once here)
   bool values_transposed = false;                        // value_cache blocked as key_cache (the fused AVX-512 path)
+  // The workers linear()'s projections run on (llama_run -j; microattn/parallel.hpp): the same logits, bit for
+  // bit, for any count. The packed fp32 products and attention run on the calling thread.
+  microattn::Parallel parallel{nullptr, nullptr, 1};
 };
 
 // How the prepared weights hold the model's fp32 matrices (the layers' and the classifier; the embedding rows stay

@@ -1,5 +1,5 @@
 // llama_run: text generation from a llama2.c checkpoint, with run.c's command line and output.
-//   llama_run CHECKPOINT [-t temp] [-p topp] [-s seed] [-n steps] [-i prompt] [-z tokenizer] [-w f16]
+//   llama_run CHECKPOINT [-t temp] [-p topp] [-s seed] [-n steps] [-i prompt] [-z tokenizer] [-w f16] [-j workers]
 // Generated text on stdout, "achieved tok/s: X" on stderr. Exit status 1: bad arguments (usage printed), or a
 // prompt of more tokens than the model's context (seq_len); 2: a checkpoint or tokenizer that cannot be read or is
 // malformed (the message says which field or offset); 3: out of memory.
@@ -24,8 +24,11 @@
 #include "llama_model.hpp"
 #include "llama_sampler.hpp"
 #include "llama_tokenizer.hpp"
+#include "microattn/posix_pool.hpp"
 
 namespace {
+
+constexpr int max_workers = 64;
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
@@ -39,7 +42,9 @@ namespace {
                "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
                "  -i <string> input prompt, at most seq_len tokens with BOS\n"
                "  -z <string> optional path to custom tokenizer\n"
-               "  -w f16      fp32 weights converted to f16 at load (half the bytes per token)\n");
+               "  -w f16      fp32 weights converted to f16 at load (half the bytes per token)\n"
+               "  -j <int>    workers (threads, this one included) for the projections, 1 to 64, default 1;\n"
+               "              the same text for every count\n");
   std::exit(1);
 }
 
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
   int steps = 256, seed = 0;
   const char* prompt = "";
   llama::Storage storage = llama::Storage::as_stored;
+  int workers = 1;
   if (argc < 2) usage();
   checkpoint_path = argv[1];
   for (int i = 2; i < argc; i += 2) {
@@ -141,6 +147,9 @@ int main(int argc, char** argv) {
       case 'w':
         if (std::strcmp(value, "f16") != 0) usage();
         storage = llama::Storage::f16;
+        break;
+      case 'j':
+        if (!parse_int(value, workers) || workers < 1 || workers > max_workers) usage();
         break;
       default:
         usage();
@@ -203,6 +212,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llama_run: out of memory for %d positions\n", steps);
     return 3;
   }
+  // Threads started once, before the clock; a thread that cannot start leaves its share to the others.
+  microattn::PosixPool<max_workers> pool(static_cast<std::size_t>(workers));
+  if (workers > 1) state.parallel = pool.parallel();
   llama::Sampler sampler(p.vocab_size, temperature, topp, rng_seed);
 
   // run.c's generation loop: the prompt's tokens are forced, BOS ends the text, the clock starts after the first

@@ -17,6 +17,7 @@
 #include "llama_model.hpp"
 #include "llama_sampler.hpp"
 #include "llama_tokenizer.hpp"
+#include "microattn/posix_pool.hpp"
 
 namespace {
 
@@ -414,6 +415,43 @@ TEST(LlamaForward, LogitsMatchFloat64Reference) {
         expect_logits_near(m, s, tokens, want, v[1] == '0' ? 2e-5 : 1e-4);
       }
     }
+}
+
+// A pool that counts its runs and hands them to PosixPool.
+struct CountingPool {
+  microattn::PosixPool<4> pool{3};
+  microattn::Parallel inner = pool.parallel();
+  std::size_t runs = 0;
+  static bool run(void* p, microattn::ParallelTask task, void* ctx, std::size_t count) noexcept {
+    auto& self = *static_cast<CountingPool*>(p);
+    ++self.runs;
+    return self.inner.run(self.inner.pool, task, ctx, count);
+  }
+};
+
+TEST(LlamaForward, WorkersGiveTheSameLogits) {
+  for (const char* v : {"v0", "v2"}) {
+    SCOPED_TRACE(v);
+    const auto file = read_file(std::string("wide-") + v + ".bin");
+    Bytes b = bytes_of(file);
+    llama::Model m;
+    ASSERT_TRUE(llama::load_checkpoint(b.data(), b.size, m).ok());
+    const std::vector<int> tokens = test_tokens(m);
+    llama::RunState one, three;
+    // The matrices in place (limit 0): the fused fp32 ones would be packed, which runs on the calling thread.
+    ASSERT_TRUE(llama::init_state(m, tokens.size(), one, 0));
+    ASSERT_TRUE(llama::init_state(m, tokens.size(), three, 0));
+    CountingPool pool;
+    ASSERT_EQ(pool.pool.workers(), 3u);
+    three.parallel = microattn::Parallel{&CountingPool::run, &pool, 3};
+    for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+      const float* a = llama::forward(m, one, tokens[pos], pos);
+      const float* c = llama::forward(m, three, tokens[pos], pos);
+      ASSERT_EQ(std::memcmp(a, c, sizeof(float) * static_cast<std::size_t>(m.config.vocab_size)), 0)
+          << "position " << pos;
+    }
+    EXPECT_GT(pool.runs, 0u);  // the projections were cut into items
+  }
 }
 
 // f rounded to binary16 (to nearest, ties to even), from its definition: 11 significant bits, or multiples of 2^-24
