@@ -68,8 +68,9 @@ BUDGETS = {
     # Raised by 384 B for cpu_supported() (cpu_check.cpp, 149 B; 1 on bare metal, but the C and C++ entries are
     # linked), the norms' eps floor for rows rescaled down and the saturating size arithmetic: 30 488 B on M4.
     # Raised by 640 B for the public format conversions (f16_from_float, float_from_f16, quantize_q8 and their C
-    # entries; linked only by a program that calls them): 31 112 B on M4.
-    "library text": 31232,
+    # entries; linked only by a program that calls them): 31 112 B on M4. Raised by 256 B for the C entry
+    # microattn_linear_parallel and its hook adapter (linked only by a program that calls it): 31 295 B on M4.
+    "library text": 31488,
     # linear(): its checks, q8's chunked quantization and the scalar f32/f16/q8 kernels (linear.cpp, kernels/linear_*).
     # The archive's linear objects, every table included (a firmware links only its own: "linear ... kernels text").
     # 7181 B measured on M4 (3333 before the Armv7E-M and Helium tables and the layers' entries; the Armv7E-M f16

@@ -304,6 +304,23 @@ microattn_status microattn_linear(microattn_cview x, const microattn_weight_matr
   return c(ma::linear(cpp(x), cpp(*w), bias, cpp(y)));
 }
 
+namespace {
+// The C hook behind a C++ Parallel: pool is the microattn_parallel.
+bool c_parallel_run(void* pool, ma::ParallelTask task, void* ctx, std::size_t count) noexcept {
+  const auto& p = *static_cast<const microattn_parallel*>(pool);
+  return p.run(p.pool, task, ctx, count) != 0;
+}
+}  // namespace
+
+microattn_status microattn_linear_parallel(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
+                                           microattn_view y, const microattn_parallel* parallel) {
+  if (w == nullptr) return MICROATTN_NULL_POINTER;
+  const bool hook = parallel != nullptr && parallel->run != nullptr;
+  const ma::Parallel p{hook ? &c_parallel_run : nullptr, const_cast<microattn_parallel*>(parallel),
+                       hook ? parallel->workers : 1};
+  return c(ma::linear(cpp(x), cpp(*w), bias, cpp(y), p));
+}
+
 uint16_t microattn_f16_from_float(float x) { return ma::f16_from_float(x); }
 float microattn_float_from_f16(uint16_t h) { return ma::float_from_f16(h); }
 microattn_status microattn_quantize_q8(microattn_cview w, size_t group, int8_t* data, float* scales) {

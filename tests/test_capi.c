@@ -459,6 +459,77 @@ static void test_linear(void) {
 
 /* ---- blocks: layer norm, RMS norm and the activations against double references written here ---------- */
 
+/* microattn_linear_parallel through a C pool that runs the second half of the items before the first: the floats of
+ * microattn_linear, bit for bit; a pool that refuses and no pool give them too. 64 x 1024 f16: two items. */
+#define P_ROWS 64
+#define P_COLS 1024
+static unsigned short p_w[P_ROWS * P_COLS];
+static float p_x[P_COLS], p_bias[P_ROWS], p_y0[P_ROWS + 1], p_y[P_ROWS + 1];
+struct fake_pool {
+  size_t calls;
+  int fail;
+};
+static int fake_run(void* pool, microattn_parallel_task task, void* ctx, size_t count) {
+  struct fake_pool* fp = (struct fake_pool*)pool;
+  ++fp->calls;
+  if (fp->fail) return 0;
+  task(ctx, count / 2, count);
+  if (count / 2 > 0) task(ctx, 0, count / 2);
+  return 1;
+}
+static void test_linear_parallel(void) {
+  size_t i;
+  int mode;
+  struct fake_pool pool;
+  microattn_parallel par;
+  microattn_weight_matrix w;
+  fill(p_x, P_COLS, 1.0f);
+  fill(p_bias, P_ROWS, 1.0f);
+  for (i = 0; i < P_ROWS * P_COLS; ++i) p_w[i] = microattn_f16_from_float(uniform(-0.5f, 0.5f));
+  w.format = MICROATTN_FORMAT_F16;
+  w.data = p_w;
+  w.rows = P_ROWS;
+  w.cols = P_COLS;
+  w.scales = NULL;
+  w.group = 0;
+  p_y0[P_ROWS] = p_y[P_ROWS] = -7.0f;
+  {
+    microattn_view y0;
+    y0.data = p_y0;
+    y0.rows = 1;
+    y0.cols = P_ROWS;
+    y0.stride = P_ROWS;
+    CHECK(microattn_linear(cview(p_x, 1, P_COLS, P_COLS), &w, p_bias, y0) == MICROATTN_OK, "linear for parallel");
+  }
+  for (mode = 0; mode < 3; ++mode) {
+    microattn_view y;
+    y.data = p_y;
+    y.rows = 1;
+    y.cols = P_ROWS;
+    y.stride = P_ROWS;
+    for (i = 0; i < P_ROWS; ++i) p_y[i] = 0.0f;
+    pool.calls = 0;
+    pool.fail = mode == 1;
+    par.run = fake_run;
+    par.pool = &pool;
+    par.workers = 2;
+    CHECK(microattn_linear_parallel(cview(p_x, 1, P_COLS, P_COLS), &w, p_bias, y, mode == 2 ? NULL : &par) ==
+              MICROATTN_OK,
+          "linear_parallel mode %d", mode);
+    CHECK(memcmp(p_y, p_y0, sizeof p_y0) == 0, "linear_parallel mode %d: not linear's floats", mode);
+    CHECK(pool.calls == (mode == 2 ? 0u : 1u), "linear_parallel mode %d: %u pool calls", mode, (unsigned)pool.calls);
+  }
+  {
+    microattn_view y;
+    y.data = p_y;
+    y.rows = 1;
+    y.cols = P_ROWS;
+    y.stride = P_ROWS;
+    CHECK(microattn_linear_parallel(cview(p_x, 1, P_COLS, P_COLS), NULL, p_bias, y, &par) == MICROATTN_NULL_POINTER,
+          "linear_parallel NULL weights");
+  }
+}
+
 static double ref_activation(int a, double x) {
   if (a == MICROATTN_ACTIVATION_RELU) return x < 0 ? 0.0 : x;
   if (a == MICROATTN_ACTIVATION_GELU) return x * 0.5 * erfc(-x / sqrt(2.0));
@@ -1781,6 +1852,7 @@ int main(void) {
   test_size_limits();
   test_matmul();
   test_linear();
+  test_linear_parallel();
   test_formats();
   test_blocks();
   test_softmax_and_exp();

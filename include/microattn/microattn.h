@@ -374,6 +374,22 @@ microattn_status microattn_quantize_q8(microattn_cview w, size_t group, int8_t* 
 microattn_status microattn_linear(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
                                   microattn_view y);
 
+/* The caller's workers (C++: microattn/parallel.hpp, struct Parallel): run(pool, task, ctx, count) runs
+ * task(ctx, begin, end) over every item of [0, count) exactly once, in ranges it chooses, on up to `workers` workers
+ * (the calling thread may be one), and returns nonzero once every item is done, or 0 without having run any (the
+ * library then runs them on the calling thread). run NULL or workers <= 1: the calling thread alone. */
+typedef void (*microattn_parallel_task)(void* ctx, size_t begin, size_t end);
+typedef struct {
+  int (*run)(void* pool, microattn_parallel_task task, void* ctx, size_t count);
+  void* pool;
+  size_t workers;
+} microattn_parallel;
+
+/* microattn_linear on the caller's workers (C++: linear(x, w, bias, y, parallel)): y as microattn_linear's, bit
+ * for bit, for every worker count; the same errors, nothing written. parallel NULL: the calling thread alone. */
+microattn_status microattn_linear_parallel(microattn_cview x, const microattn_weight_matrix* w, const float* bias,
+                                           microattn_view y, const microattn_parallel* parallel);
+
 /* ---- transformer blocks: row norms and activations (C++: microattn/blocks.hpp) ------------------------- */
 
 /* The feed-forward activations (the values of microattn::Activation). GELU: exact erf form (F.gelu's default);
