@@ -290,16 +290,17 @@ template Status linear_entry<q8_format>(const MatrixView<const float>&, const We
 namespace detail {
 namespace {
 
-// Item i of count over n weight rows: rows [r0, r0 + rows), linear_parallel_rows of them, the last item the rest
-// (linear_parallel_rows up to twice that less one, or all of w's when the call is one item). No item is shorter than
-// a kernel's row tile: a kernel may compute a call with fewer rows differently (the Helium f16 kernel's tail
-// overlaps its last four rows where a call of four or more has them, and is scalar below), never rows inside one.
+// The weight rows of items [begin, end) of count over n: item i is rows [i·linear_parallel_rows, …) of w,
+// linear_parallel_rows of them, the last item the rest (linear_parallel_rows up to twice that less one, or all of w's
+// when the call is one item). No item is shorter than a kernel's row tile: a kernel may compute a call with fewer rows
+// differently (the Helium f16 kernel's tail overlaps its last four rows where a call of four or more has them, and is
+// scalar below), never rows inside one; so consecutive items run as one kernel call (one call's overhead per range).
 struct ItemRows {
   std::size_t r0, rows;
 };
-ItemRows item_rows(std::size_t i, std::size_t count, std::size_t n) noexcept {
-  const std::size_t r0 = i * linear_parallel_rows;
-  return {r0, i + 1 == count ? n - r0 : linear_parallel_rows};
+ItemRows item_rows(std::size_t begin, std::size_t end, std::size_t count, std::size_t n) noexcept {
+  const std::size_t r0 = begin * linear_parallel_rows;
+  return {r0, (end == count ? n : end * linear_parallel_rows) - r0};
 }
 
 // The items of a parallel linear(), each through its format's plan.
@@ -312,18 +313,17 @@ struct LinearItems {
 
 void linear_items(void* ctx, std::size_t begin, std::size_t end) noexcept {
   const LinearItems& items = *static_cast<const LinearItems*>(ctx);
-  for (std::size_t i = begin; i < end; ++i) {
-    LinearArgs a = items.a;
-    const ItemRows it = item_rows(i, items.count, a.n);
-    const std::size_t r0 = it.r0;
-    a.n = it.rows;
-    a.w = static_cast<const unsigned char*>(a.w) + r0 * a.k * items.elem_bytes;
-    if (a.scales != nullptr) a.scales += r0 * a.k / a.group;
-    if (a.bias != nullptr) a.bias += r0;
-    a.y += r0;
-    if (a.m == 1) a.ldy = a.n;  // as linear_args: a one-row y's stride is its column count
-    linear_plan_for<true>(items.format, a, nullptr);
-  }
+  if (begin >= end) return;
+  LinearArgs a = items.a;
+  const ItemRows it = item_rows(begin, end, items.count, a.n);
+  const std::size_t r0 = it.r0;
+  a.n = it.rows;
+  a.w = static_cast<const unsigned char*>(a.w) + r0 * a.k * items.elem_bytes;
+  if (a.scales != nullptr) a.scales += r0 * a.k / a.group;
+  if (a.bias != nullptr) a.bias += r0;
+  a.y += r0;
+  if (a.m == 1) a.ldy = a.n;  // as linear_args: a one-row y's stride is its column count
+  linear_plan_for<true>(items.format, a, nullptr);
 }
 
 #if !MICROATTN_LINEAR_ARMV7EM && !MICROATTN_LINEAR_HELIUM
@@ -339,18 +339,17 @@ struct Q8ChunkItems {
 
 void q8_chunk_items(void* ctx, std::size_t begin, std::size_t end) noexcept {
   const Q8ChunkItems& items = *static_cast<const Q8ChunkItems*>(ctx);
-  for (std::size_t i = begin; i < end; ++i) {
-    const ItemRows it = item_rows(i, items.count, items.n);
-    Q8Chunk c = *items.chunk;
-    c.sw = row_scales(c, it.r0);  // r0 is a multiple of rows_per_scale (linear's split rule)
-    if (c.bias != nullptr) c.bias += it.r0;
-    c.y += it.r0;
-    items.t->q8_chunk(items.w + it.r0 * items.ldw, items.ldw, it.rows, c);
-  }
+  if (begin >= end) return;
+  const ItemRows it = item_rows(begin, end, items.count, items.n);
+  Q8Chunk c = *items.chunk;
+  c.sw = row_scales(c, it.r0);  // r0 is a multiple of rows_per_scale (linear's split rule)
+  if (c.bias != nullptr) c.bias += it.r0;
+  c.y += it.r0;
+  items.t->q8_chunk(items.w + it.r0 * items.ldw, items.ldw, it.rows, c);
 }
 
 // q8 where the groups cut every row alike, x quantized once per chunk: a second copy of the chunk loop, so on
-// Cortex-M, where flash counts, each item quantizes x itself instead (linear_items).
+// Cortex-M, where flash counts, each range of items quantizes x itself instead (linear_items).
 __attribute__((noinline)) void linear_q8_parallel(const LinearArgs& a, const Parallel& p, std::size_t count) noexcept {
   float workspace[linear_q8_workspace_bytes / sizeof(float)];
   std::int8_t* q = q8_chunk_in(workspace);

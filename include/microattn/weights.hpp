@@ -143,8 +143,8 @@ Status linear_checks(const MatrixView<const float>& x, const WeightMatrix& w, co
 // them), the last item the rest; one item when the product is small (m·rows·cols below linear_parallel_min_macs,
 // 2^16, for q8 twice that), when w has fewer than 64 rows, or when q8's groups would start inside an item. y gets
 // linear()'s floats, bit for bit, for every worker count; the same errors, checked before any work (nothing is
-// written). Each worker needs linear()'s stack. q8 quantizes x on the calling thread (on Cortex-M on each item's stack,
-// again per item: m·cols roundings per 32·m·cols multiply-adds). Reaches every format's kernels.
+// written). Each worker needs linear()'s stack. q8 quantizes x on the calling thread (on Cortex-M on each worker's
+// stack, again for every range of items it runs). Reaches every format's kernels.
 constexpr std::size_t linear_parallel_rows = 32;
 constexpr std::size_t linear_parallel_min_macs = std::size_t{1} << 16;
 Status linear(MatrixView<const float> x, const WeightMatrix& w, const float* bias, MatrixView<float> y,
