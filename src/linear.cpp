@@ -160,11 +160,10 @@ template <class F>
   }
 }
 
-// The workspace on the stack, in a frame of its own (see run_q8_quantized: not in the entry's, under f32's gemm).
-template <class F>
-__attribute__((noinline)) void linear_plan_on_stack(const LinearArgs& a) noexcept {
-  float workspace[linear_workspace_bytes(F::value) / sizeof(float)];
-  linear_plan<F>(a, workspace);
+// q8 with its chunk on the stack, in a frame of its own (see run_q8_quantized: not in the caller's, under f32's gemm).
+__attribute__((noinline)) void linear_q8_on_stack(const LinearKernels& t, const LinearArgs& a) noexcept {
+  float workspace[linear_q8_workspace_bytes / sizeof(float)];
+  linear_q8_in(t, a, workspace);
 }
 
 // The plan of a format known at run time: q8's chunk in `workspace`, or on the stack (OnStack; workspace unused).
@@ -179,7 +178,7 @@ template <bool OnStack>
       return;
     case Format::q8:
       if constexpr (OnStack) {
-        linear_plan_on_stack<q8_format>(a);
+        linear_q8_on_stack(selected_linear_q8_kernels(), a);
       } else {
         linear_plan<q8_format>(a, workspace);
       }
@@ -191,7 +190,6 @@ template <bool OnStack>
 
 void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noexcept {
   assert(a.m > 0 && a.n > 0 && a.k > 0);
-  float workspace[linear_q8_workspace_bytes / sizeof(float)];
   switch (format) {
     case Format::f32:
       t.f32(a);
@@ -200,7 +198,7 @@ void linear_run(const LinearKernels& t, Format format, const LinearArgs& a) noex
       t.f16(a);
       return;
     case Format::q8:
-      linear_q8_in(t, a, workspace);
+      linear_q8_on_stack(t, a);
       return;
   }
 }
@@ -273,7 +271,7 @@ Status linear_entry(const MatrixView<const float>& x, const WeightMatrix& w, con
     if constexpr (linear_workspace_bytes(F::value) == 0) {
       linear_plan<F>(a, nullptr);
     } else {
-      linear_plan_on_stack<F>(a);
+      linear_q8_on_stack(selected_linear_q8_kernels(), a);
     }
   }
   return st;
